@@ -1,0 +1,90 @@
+"""The one boundary where wgpu errors become vkdiff's own exceptions.
+
+wgpu-py raises ``GPUValidationError`` (and friends) from the call that produced the
+error, and logs what it cannot attribute. ``gpu_call`` turns both into a
+``DeviceError`` subclass named after the condition, so callers map each to a status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from typing import Callable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class DeviceError(RuntimeError):
+    """Something the Vulkan device or wgpu refused."""
+
+
+class ShaderLoadError(DeviceError):
+    """naga or the driver could not load a shader module or pipeline (→ ``NOT_SUPPORTED``)."""
+
+
+class DeviceLimitError(DeviceError):
+    """A dispatch does not fit the device's features or limits (→ ``NOT_SUPPORTED``)."""
+
+
+class DispatchError(DeviceError):
+    """Validation failed while binding or dispatching (→ ``ERROR``: a launcher bug)."""
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[list[str]]:
+    """Collect what native code writes on file descriptor 2 (Mesa's XDG_RUNTIME_DIR noise).
+
+    Yields a list that receives the captured lines that are not known noise.
+    """
+    captured: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace")
+            captured += [ln for ln in text.splitlines() if ln.strip() and "XDG_RUNTIME_DIR" not in ln]
+
+
+class _LogCatcher(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def gpu_call(error_type: type[DeviceError], what: str, fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call ``fn`` and turn any wgpu error (raised or only logged) into ``error_type``."""
+    import wgpu
+
+    catcher = _LogCatcher()
+    logger = logging.getLogger("wgpu")
+    logger.addHandler(catcher)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        result = fn(*args, **kwargs)
+    except wgpu.GPUError as exc:
+        raise error_type(f"{what}: {_first_lines(str(exc))}") from None
+    finally:
+        logger.removeHandler(catcher)
+        logger.propagate = propagate
+    if catcher.messages:
+        raise error_type(f"{what}: {_first_lines(catcher.messages[0])}")
+    return result
+
+
+def _first_lines(message: str, limit: int = 600) -> str:
+    """Keep wgpu's multi-line reports readable in one result field."""
+    text = " | ".join(line.strip() for line in message.strip().splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit // 2] + " … " + text[-limit // 2 :]

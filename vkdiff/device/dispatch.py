@@ -1,0 +1,141 @@
+"""Compute pipelines from (transformed) SPIR-V, and dispatches with ET-VK's conventions.
+
+The bind-group layout is built from SPIR-V reflection, never ``layout="auto"``
+(auto layouts get no immediate-data range and are pipeline-exclusive). Every
+storage buffer is declared ``storage`` (naga ignores member ``NonWritable``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Mapping, Sequence
+
+from vkdiff.device import spirv
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError, gpu_call
+from vkdiff.device.resources import Tensor
+
+_SAMPLE_TYPES = {"float": "unfilterable-float", "sint": "sint", "uint": "uint"}
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Pipeline:
+    """A loaded compute pipeline and what it expects."""
+
+    handle: Any
+    """``GPUComputePipeline``."""
+    layout: Any
+    """``GPUBindGroupLayout`` of group 0."""
+    reflection: spirv.Reflection
+    """Reflection of the transformed module."""
+    local_size: tuple[int, int, int]
+    """Workgroup size baked into the module."""
+
+
+def _layout_entry(binding: spirv.Binding) -> dict:
+    import wgpu
+
+    entry: dict[str, Any] = {"binding": binding.binding, "visibility": wgpu.ShaderStage.COMPUTE}
+    if binding.kind == "storage-buffer":
+        entry["buffer"] = {"type": "storage"}
+    elif binding.kind == "uniform-buffer":
+        entry["buffer"] = {"type": "uniform"}
+    elif binding.kind == "storage-texture":
+        entry["storage_texture"] = {"access": binding.access, "format": binding.format,
+                                    "view_dimension": binding.dim}
+    else:
+        entry["texture"] = {"sample_type": _SAMPLE_TYPES[binding.sample_type], "view_dimension": binding.dim}
+    return entry
+
+
+def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
+                   local_size: tuple[int, int, int]) -> bytes:
+    """Apply every transform naga needs: bake spec constants and workgroup size, rewrite samplers."""
+    return spirv.rewrite_combined_samplers(spirv.bake_spec_constants(spv, dict(spec_constants), local_size))
+
+
+class PipelineCache:
+    """Pipelines per device keyed by (SPIR-V hash, spec constants, local size)."""
+
+    def __init__(self, device: Any):
+        self.device = device
+        self._pipelines: dict[tuple, Pipeline] = {}
+
+    def get(self, spv: bytes, spec_constants: Mapping[int, int | float | bool],
+            local_size: tuple[int, int, int], label: str = "kernel") -> Pipeline:
+        key = (hashlib.sha256(spv).hexdigest(), tuple(sorted(spec_constants.items())), tuple(local_size))
+        if key not in self._pipelines:
+            self._pipelines[key] = self._create(spv, spec_constants, local_size, label)
+        return self._pipelines[key]
+
+    def _create(self, spv, spec_constants, local_size, label) -> Pipeline:
+        limits = self.device.limits
+        if local_size[0] * local_size[1] * local_size[2] > limits["max-compute-invocations-per-workgroup"]:
+            raise DeviceLimitError(f"{label}: local size {local_size} exceeds max-compute-invocations-per-workgroup")
+        try:
+            module_bytes = prepare_module(spv, spec_constants, local_size)
+            reflection = spirv.reflect(module_bytes)
+        except spirv.SpirvError as exc:
+            raise ShaderLoadError(f"{label}: {exc}") from None
+        if reflection.immediate_size > limits.get("max-immediate-size", 0):
+            raise DeviceLimitError(f"{label}: needs {reflection.immediate_size} bytes of immediates, "
+                                   f"device has {limits.get('max-immediate-size', 0)}")
+        entries = [_layout_entry(b) for b in reflection.bindings if b.group == 0]
+        device = self.device
+        layout = gpu_call(ShaderLoadError, f"{label}: bind group layout", device.create_bind_group_layout,
+                          entries=entries, label=label)
+        playout = gpu_call(ShaderLoadError, f"{label}: pipeline layout", device.create_pipeline_layout,
+                           bind_group_layouts=[layout], immediate_size=reflection.immediate_size)
+        module = gpu_call(ShaderLoadError, f"{label}: shader module", device.create_shader_module,
+                          code=module_bytes, label=label)
+        handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
+                          layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
+        return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size))
+
+
+def _resource(binding: spirv.Binding, value: Any) -> Any:
+    handle = value.handle if isinstance(value, Tensor) else value
+    if binding.kind in ("storage-buffer", "uniform-buffer"):
+        return {"buffer": handle, "offset": 0, "size": handle.size}
+    return handle.create_view()
+
+
+def workgroup_count(global_size: Sequence[int], local_size: Sequence[int]) -> tuple[int, int, int]:
+    """ET-VK dispatches ``div_up(global, local)`` workgroups per axis."""
+    return tuple(-(-int(g) // int(l)) for g, l in zip(global_size, local_size))  # type: ignore[return-value]
+
+
+def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_size: Sequence[int],
+             immediates: bytes = b"", label: str = "kernel") -> None:
+    """Bind ``resources`` in binding order, push ``immediates`` and dispatch ``global_size`` invocations.
+
+    Raises:
+        DispatchError: wgpu rejected the bind group or the dispatch (wrong resources).
+        DeviceLimitError: the workgroup count exceeds the device limit.
+    """
+    bindings = [b for b in pipeline.reflection.bindings if b.group == 0]
+    if len(resources) != len(bindings):
+        raise DispatchError(f"{label}: shader declares {len(bindings)} bindings, launcher gave {len(resources)}")
+    groups = workgroup_count(global_size, pipeline.local_size)
+    if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
+        raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")
+    entries = [{"binding": b.binding, "resource": _resource(b, r)} for b, r in zip(bindings, resources)]
+    bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
+                          layout=pipeline.layout, entries=entries)
+    size = pipeline.reflection.immediate_size
+    if len(immediates) < size:
+        raise DispatchError(f"{label}: shader reads {size} bytes of push constants, launcher gave {len(immediates)}")
+
+    def record() -> None:
+        encoder = device.create_command_encoder(label=label)
+        compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline.handle)
+        compute.set_bind_group(0, bind_group)
+        if size:
+            compute.set_immediates(0, immediates, 0, size)
+        if min(groups) > 0:
+            compute.dispatch_workgroups(*groups)
+        compute.end()
+        device.queue.submit([encoder.finish()])
+
+    gpu_call(DispatchError, f"{label}: dispatch", record)

@@ -1,0 +1,123 @@
+"""GPU resources for ET-VK tensors: storage/uniform buffers and width-packed textures.
+
+Every resource is created from numpy data; outputs are created poisoned and read
+back whole so that unwritten elements can be detected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import numpy as np
+
+from vkdiff.device import layouts
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, gpu_call
+
+Storage = Literal["buffer", "texture3d", "texture2d"]
+
+
+@dataclasses.dataclass(kw_only=True)
+class Tensor:
+    """One ET-VK tensor on the device."""
+
+    shape: tuple[int, ...]
+    """Numpy shape of the logical tensor."""
+    dtype: np.dtype
+    """Element dtype."""
+    storage: Storage
+    """How it is stored on the device."""
+    handle: Any
+    """``GPUBuffer`` or ``GPUTexture``."""
+    buffer_shape: tuple[int, ...] = ()
+    """Shape of the raw buffer contents (for buffers that hold packed data)."""
+
+
+def _buffer(device: Any, data: bytes, usage: int, label: str) -> Any:
+    import wgpu
+
+    size = max(16, -(-len(data) // 16) * 16)
+    max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
+    if size > max_size:
+        raise DeviceLimitError(f"{label}: {size} bytes exceeds max-storage-buffer-binding-size {max_size}")
+    padded = data + b"\0" * (size - len(data))
+    return gpu_call(DispatchError, f"create buffer {label}", device.create_buffer_with_data,
+                    data=padded, usage=usage | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+
+
+def buffer_tensor(device: Any, array: np.ndarray, label: str = "tensor") -> Tensor:
+    """A storage buffer holding ``array`` contiguously (ET-VK buffer storage, contiguous strides)."""
+    import wgpu
+
+    array = np.ascontiguousarray(array)
+    handle = _buffer(device, array.tobytes(), wgpu.BufferUsage.STORAGE, label)
+    return Tensor(shape=array.shape, dtype=array.dtype, storage="buffer", handle=handle,
+                  buffer_shape=array.shape)
+
+
+def uniform(device: Any, data: bytes, label: str = "ubo") -> Any:
+    """A uniform buffer with ``data`` (e.g. WHCN ``ivec4`` sizes)."""
+    import wgpu
+
+    return _buffer(device, data, wgpu.BufferUsage.UNIFORM, label)
+
+
+def texture_tensor(device: Any, array: np.ndarray, storage: Storage = "texture3d", label: str = "tensor") -> Tensor:
+    """A width-packed 3D (or 2D) texture holding ``array`` with ET-VK's texel packing."""
+    import wgpu
+
+    dtype = np.dtype(array.dtype)
+    if dtype not in layouts.TEXEL_FORMATS:
+        raise DeviceLimitError(f"{label}: no texture format for dtype {dtype}")
+    extent = layouts.texture_extent(array.shape)
+    if storage == "texture2d" and extent[2] != 1:
+        raise ValueError(f"{label}: a texture2d tensor needs C*N == 1, got shape {array.shape}")
+    limit = device.limits["max-texture-dimension-3d" if storage == "texture3d" else "max-texture-dimension-2d"]
+    if max(extent) > limit:
+        raise DeviceLimitError(f"{label}: texture extent {extent} exceeds the device limit {limit}")
+    handle = gpu_call(
+        DispatchError, f"create texture {label}", device.create_texture,
+        size=extent, dimension="3d" if storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[dtype],
+        usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.TEXTURE_BINDING
+        | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC, label=label)
+    tensor = Tensor(shape=array.shape, dtype=dtype, storage=storage, handle=handle)
+    write(device, tensor, array)
+    return tensor
+
+
+def tensor(device: Any, array: np.ndarray, storage: Storage, label: str = "tensor") -> Tensor:
+    """Create ``array`` on the device with the given ET-VK storage."""
+    if storage == "buffer":
+        return buffer_tensor(device, array, label)
+    return texture_tensor(device, array, storage, label)
+
+
+def poisoned(device: Any, shape: tuple[int, ...], dtype, storage: Storage, label: str = "out") -> Tensor:
+    """An output tensor filled with the poison pattern (see ``layouts.POISON_BITS``)."""
+    return tensor(device, layouts.poison_like(shape, dtype), storage, label)
+
+
+def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:
+    """Overwrite a tensor's contents (textures: packed texels; buffers: raw bytes)."""
+    if tensor.storage == "buffer":
+        device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(array).tobytes())
+        return
+    texels = np.ascontiguousarray(layouts.to_texels(array.astype(tensor.dtype)))
+    depth, height, width4, _ = texels.shape
+    row = width4 * 4 * tensor.dtype.itemsize
+    device.queue.write_texture({"texture": tensor.handle}, texels.tobytes(),
+                               {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
+
+
+def read(device: Any, tensor: Tensor) -> np.ndarray:
+    """Read a tensor back into its numpy shape and dtype."""
+    if tensor.storage == "buffer":
+        count = int(np.prod(tensor.buffer_shape))
+        raw = device.queue.read_buffer(tensor.handle)[: count * tensor.dtype.itemsize]
+        return np.frombuffer(raw, dtype=tensor.dtype).reshape(tensor.buffer_shape).copy()
+    width4, height, depth = layouts.texture_extent(tensor.shape)
+    row = width4 * 4 * tensor.dtype.itemsize
+    raw = device.queue.read_texture({"texture": tensor.handle}, {"bytes_per_row": row, "rows_per_image": height},
+                                    (width4, height, depth))
+    texels = np.frombuffer(raw, dtype=tensor.dtype).reshape(depth, height, width4, 4)
+    return layouts.from_texels(texels, tensor.shape)

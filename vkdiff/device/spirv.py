@@ -1,0 +1,320 @@
+"""SPIR-V word-level reading, reflection and the transforms that let naga load ET-VK shaders.
+
+Only the handful of instructions vkdiff needs are understood; everything else is
+carried through untouched. The transforms keep the shader logic intact:
+
+1. ``bake_spec_constants``: spirv-opt freezes the specialization constants to the
+   values ET-VK would pass, and ``OpExecutionMode LocalSize`` is patched to the
+   workgroup size (naga reads the execution mode; freezing alone leaves 1,1,1).
+2. ``rewrite_combined_samplers``: ``sampler2D``/``sampler3D`` become plain sampled
+   images. Valid because generated ET-VK code only uses ``texelFetch``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterator, Literal
+
+import numpy as np
+
+MAGIC = 0x07230203
+
+OP_NAME = 5
+OP_EXECUTION_MODE = 16
+OP_TYPE_BOOL = 20
+OP_TYPE_INT = 21
+OP_TYPE_FLOAT = 22
+OP_TYPE_VECTOR = 23
+OP_TYPE_MATRIX = 24
+OP_TYPE_IMAGE = 25
+OP_TYPE_SAMPLED_IMAGE = 27
+OP_TYPE_ARRAY = 28
+OP_TYPE_RUNTIME_ARRAY = 29
+OP_TYPE_STRUCT = 30
+OP_TYPE_POINTER = 32
+OP_CONSTANT = 43
+OP_SPEC_CONSTANT_TRUE = 48
+OP_SPEC_CONSTANT_FALSE = 49
+OP_SPEC_CONSTANT = 50
+OP_VARIABLE = 59
+OP_LOAD = 61
+OP_DECORATE = 71
+OP_MEMBER_DECORATE = 72
+OP_IMAGE = 100
+
+EXEC_MODE_LOCAL_SIZE = 17
+DEC_SPEC_ID = 1
+DEC_BUILTIN = 11
+DEC_NON_WRITABLE = 24
+DEC_NON_READABLE = 25
+DEC_BINDING = 33
+DEC_DESCRIPTOR_SET = 34
+DEC_OFFSET = 35
+BUILTIN_WORKGROUP_SIZE = 25
+
+SC_UNIFORM_CONSTANT = 0
+SC_UNIFORM = 2
+SC_PUSH_CONSTANT = 9
+SC_STORAGE_BUFFER = 12
+
+# SPIR-V ImageFormat enum → WebGPU texture format (only formats ET-VK declares).
+IMAGE_FORMATS = {1: "rgba32float", 2: "rgba16float", 21: "rgba32sint", 22: "rgba16sint",
+                 23: "rgba8sint", 30: "rgba32uint", 31: "rgba16uint", 32: "rgba8uint",
+                 4: "rgba8unorm", 33: "r32sint", 34: "r32uint", 3: "r32float"}
+
+BindingKind = Literal["storage-buffer", "uniform-buffer", "storage-texture", "sampled-texture"]
+
+
+class SpirvError(ValueError):
+    """The SPIR-V module is malformed or uses a construct vkdiff cannot transform."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Binding:
+    """One descriptor a shader declares, as reflected from SPIR-V."""
+
+    group: int
+    """Descriptor set."""
+    binding: int
+    """Binding number within the set."""
+    kind: BindingKind
+    """What must be bound there."""
+    name: str = ""
+    """Variable (or block) name from OpName, when the module kept debug names."""
+    dim: str = ""
+    """Texture view dimension ("2d", "3d") for textures."""
+    format: str = ""
+    """WebGPU format for storage textures."""
+    sample_type: str = ""
+    """"float", "sint" or "uint" for sampled textures."""
+    access: str = ""
+    """"read-only", "write-only" or "read-write" for storage textures."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Reflection:
+    """What a compute pipeline needs to know about a SPIR-V module."""
+
+    bindings: tuple[Binding, ...]
+    """Every descriptor, sorted by (group, binding)."""
+    immediate_size: int
+    """Bytes of the push-constant block (0 when there is none)."""
+    spec_ids: tuple[int, ...]
+    """SpecIds declared by the module."""
+    local_size: tuple[int, int, int]
+    """The ``LocalSize`` execution mode as compiled."""
+
+
+def words_of(spv: bytes) -> np.ndarray:
+    """Return the module as uint32 words, checking the magic number."""
+    if len(spv) % 4 or len(spv) < 20:
+        raise SpirvError(f"SPIR-V length {len(spv)} is not a whole number of words")
+    words = np.frombuffer(spv, dtype="<u4").copy()
+    if words[0] != MAGIC:
+        raise SpirvError(f"not a SPIR-V module: magic {words[0]:#x}")
+    return words
+
+
+def instructions(words: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Yield ``(offset, opcode, operands)`` for every instruction after the header."""
+    i = 5
+    n = len(words)
+    while i < n:
+        count = int(words[i]) >> 16
+        if count == 0 or i + count > n:
+            raise SpirvError(f"bad instruction word count at word {i}")
+        yield i, int(words[i]) & 0xFFFF, words[i + 1 : i + count]
+        i += count
+
+
+def _string(operands: np.ndarray) -> str:
+    raw = operands.tobytes()
+    return raw[: raw.index(b"\0")].decode() if b"\0" in raw else raw.decode()
+
+
+class _Module:
+    """Indexes of one module: types, decorations, names, variables."""
+
+    def __init__(self, words: np.ndarray):
+        self.types: dict[int, tuple[int, np.ndarray]] = {}
+        self.decorations: dict[int, dict[int, list[int]]] = {}
+        self.member_offsets: dict[int, dict[int, int]] = {}
+        self.names: dict[int, str] = {}
+        self.variables: list[tuple[int, int, int]] = []
+        self.constants: dict[int, int] = {}
+        self.spec_ids: list[int] = []
+        self.local_size = (1, 1, 1)
+        for _, op, ops in instructions(words):
+            if OP_TYPE_BOOL <= op <= OP_TYPE_POINTER:
+                self.types[int(ops[0])] = (op, ops)
+            elif op == OP_DECORATE:
+                self.decorations.setdefault(int(ops[0]), {})[int(ops[1])] = [int(v) for v in ops[2:]]
+                if int(ops[1]) == DEC_SPEC_ID:
+                    self.spec_ids.append(int(ops[2]))
+            elif op == OP_MEMBER_DECORATE and int(ops[2]) == DEC_OFFSET:
+                self.member_offsets.setdefault(int(ops[0]), {})[int(ops[1])] = int(ops[3])
+            elif op == OP_NAME:
+                self.names[int(ops[0])] = _string(ops[1:])
+            elif op == OP_VARIABLE:
+                self.variables.append((int(ops[0]), int(ops[1]), int(ops[2])))
+            elif op in (OP_CONSTANT, OP_SPEC_CONSTANT):
+                self.constants[int(ops[1])] = int(ops[2])
+            elif op == OP_EXECUTION_MODE and int(ops[1]) == EXEC_MODE_LOCAL_SIZE:
+                self.local_size = (int(ops[2]), int(ops[3]), int(ops[4]))
+
+    def size_of(self, type_id: int) -> int:
+        """Byte size of a type under the std430/push-constant layout glslang emitted."""
+        op, ops = self.types[type_id]
+        if op in (OP_TYPE_INT, OP_TYPE_FLOAT):
+            return int(ops[1]) // 8
+        if op == OP_TYPE_BOOL:
+            return 4
+        if op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX):
+            return self.size_of(int(ops[1])) * int(ops[2])
+        if op == OP_TYPE_ARRAY:
+            stride = self.decorations.get(type_id, {}).get(6, [self.size_of(int(ops[1]))])[0]
+            return stride * self.constants[int(ops[2])]
+        if op == OP_TYPE_STRUCT:
+            members = [int(m) for m in ops[1:]]
+            offsets = self.member_offsets.get(type_id, {})
+            last = len(members) - 1
+            return offsets.get(last, 0) + self.size_of(members[last])
+        raise SpirvError(f"cannot size SPIR-V type opcode {op}")
+
+    def pointee(self, pointer_type: int) -> int:
+        op, ops = self.types[pointer_type]
+        if op != OP_TYPE_POINTER:
+            raise SpirvError(f"variable type %{pointer_type} is not a pointer")
+        return int(ops[2])
+
+
+def _sample_type(module: _Module, component_type: int) -> str:
+    op, ops = module.types[component_type]
+    if op == OP_TYPE_FLOAT:
+        return "float"
+    return "sint" if int(ops[2]) else "uint"
+
+
+def _image_binding(module: _Module, var: int, image_type: int, sampled_wrapper: bool, **where) -> Binding:
+    _, ops = module.types[image_type]
+    dim = {1: "2d", 2: "3d", 0: "1d"}.get(int(ops[2]), "")
+    sampled = int(ops[6])
+    if sampled_wrapper or sampled == 1:
+        return Binding(kind="sampled-texture", dim=dim, sample_type=_sample_type(module, int(ops[1])), **where)
+    decos = module.decorations.get(var, {})
+    access = ("read-only" if DEC_NON_WRITABLE in decos else
+              "write-only" if DEC_NON_READABLE in decos else "read-write")
+    fmt = IMAGE_FORMATS.get(int(ops[7]))
+    if fmt is None:
+        raise SpirvError(f"storage image %{var} uses SPIR-V image format {int(ops[7])}, unknown to vkdiff")
+    return Binding(kind="storage-texture", dim=dim, format=fmt, access=access, **where)
+
+
+def reflect(spv: bytes) -> Reflection:
+    """Reflect descriptors, push-constant size, SpecIds and LocalSize of a module."""
+    module = _Module(words_of(spv))
+    bindings, immediate_size = [], 0
+    for type_id, var, storage in module.variables:
+        pointee = module.pointee(type_id)
+        if storage == SC_PUSH_CONSTANT:
+            immediate_size = max(immediate_size, module.size_of(pointee))
+            continue
+        decos = module.decorations.get(var, {})
+        if DEC_BINDING not in decos:
+            continue
+        where = dict(group=decos.get(DEC_DESCRIPTOR_SET, [0])[0], binding=decos[DEC_BINDING][0],
+                     name=module.names.get(var, "") or module.names.get(pointee, ""))
+        op, ops = module.types[pointee]
+        if storage == SC_STORAGE_BUFFER or (storage == SC_UNIFORM and 3 in module.decorations.get(pointee, {})):
+            bindings.append(Binding(kind="storage-buffer", **where))
+        elif storage == SC_UNIFORM:
+            bindings.append(Binding(kind="uniform-buffer", **where))
+        elif op == OP_TYPE_SAMPLED_IMAGE:
+            bindings.append(_image_binding(module, var, int(ops[1]), True, **where))
+        elif op == OP_TYPE_IMAGE:
+            bindings.append(_image_binding(module, var, pointee, False, **where))
+        else:
+            raise SpirvError(f"binding {where['binding']} has an unsupported type (opcode {op})")
+    bindings.sort(key=lambda b: (b.group, b.binding))
+    return Reflection(bindings=tuple(bindings), immediate_size=immediate_size,
+                      spec_ids=tuple(sorted(module.spec_ids)), local_size=module.local_size)
+
+
+def rewrite_combined_samplers(spv: bytes) -> bytes:
+    """Turn combined image samplers into plain sampled images (``texelFetch`` only).
+
+    The pointer to ``OpTypeSampledImage`` is re-pointed at its image type, loads of it
+    produce the image, and ``OpImage`` (which extracted the image) disappears: its
+    result id is given to the load.
+    """
+    words = words_of(spv)
+    module = _Module(words)
+    sampled = {t: int(ops[1]) for t, (op, ops) in module.types.items() if op == OP_TYPE_SAMPLED_IMAGE}
+    if not sampled:
+        return spv
+    loads: dict[int, int] = {}
+    drop: list[tuple[int, int]] = []
+    for at, op, ops in instructions(words):
+        if op == OP_TYPE_POINTER and int(ops[2]) in sampled:
+            words[at + 3] = sampled[int(ops[2])]
+        elif op == OP_LOAD and int(ops[0]) in sampled:
+            loads[int(ops[1])] = at
+        elif op == OP_IMAGE and int(ops[2]) in loads:
+            load_at = loads.pop(int(ops[2]))
+            words[load_at + 1] = ops[0]
+            words[load_at + 2] = ops[1]
+            drop.append((at, int(words[at]) >> 16))
+        elif op == OP_IMAGE:
+            raise SpirvError("OpImage on a sampled image that was not loaded directly")
+    if loads:
+        raise SpirvError("a combined image sampler is used for sampling, not texelFetch: cannot rewrite")
+    keep = np.ones(len(words), dtype=bool)
+    for at, count in drop:
+        keep[at : at + count] = False
+    return words[keep].tobytes()
+
+
+def set_local_size(spv: bytes, local_size: tuple[int, int, int]) -> bytes:
+    """Patch ``OpExecutionMode LocalSize`` (naga ignores the WorkGroupSize builtin)."""
+    words = words_of(spv)
+    for at, op, ops in instructions(words):
+        if op == OP_EXECUTION_MODE and int(ops[1]) == EXEC_MODE_LOCAL_SIZE:
+            words[at + 3 : at + 6] = local_size
+    return words.tobytes()
+
+
+def _spec_value(value: int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def bake_spec_constants(spv: bytes, values: dict[int, int | float | bool],
+                        local_size: tuple[int, int, int]) -> bytes:
+    """Freeze spec constants to ``values`` (by SpecId) and the workgroup size to ``local_size``.
+
+    SpecIds 0–2 are ET-VK's workgroup size ids; ``values`` for ids the module does not
+    declare are ignored (ET-VK passes the same list to several shaders).
+    """
+    declared = set(reflect(spv).spec_ids)
+    values = {**dict(zip((0, 1, 2), local_size)), **values}
+    chosen = " ".join(f"{k}:{_spec_value(v)}" for k, v in sorted(values.items()) if k in declared)
+    opt = shutil.which("spirv-opt")
+    if opt is None:
+        raise FileNotFoundError("spirv-opt not found: install Debian package 'spirv-tools'")
+    with tempfile.TemporaryDirectory(prefix="vkdiff-spv-") as tmp:
+        src, dst = Path(tmp, "in.spv"), Path(tmp, "out.spv")
+        src.write_bytes(spv)
+        args = [opt, str(src), "-o", str(dst), "--skip-validation"]
+        if chosen:
+            args.append(f"--set-spec-const-default-value={chosen}")
+        args += ["--freeze-spec-const", "--fold-spec-const-op-composite"]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode:
+            raise SpirvError(f"spirv-opt failed: {done.stderr.strip()}")
+        baked = dst.read_bytes()
+    return set_local_size(baked, local_size)
