@@ -45,6 +45,9 @@ OP_LOAD = 61
 OP_DECORATE = 71
 OP_MEMBER_DECORATE = 72
 OP_IMAGE = 100
+OP_COPY_OBJECT = 83
+_SAMPLING_OPS = frozenset(range(87, 99))
+"""OpImageSample*/OpImageFetch/OpImageGather/...: ops that take the sampled image itself."""
 
 EXEC_MODE_LOCAL_SIZE = 17
 DEC_SPEC_ID = 1
@@ -248,34 +251,28 @@ def rewrite_combined_samplers(spv: bytes) -> bytes:
     """Turn combined image samplers into plain sampled images (``texelFetch`` only).
 
     The pointer to ``OpTypeSampledImage`` is re-pointed at its image type, loads of it
-    produce the image, and ``OpImage`` (which extracted the image) disappears: its
-    result id is given to the load.
+    produce the image, and each ``OpImage`` that extracted the image becomes an
+    ``OpCopyObject`` of the loaded image (same word count, so no offsets move).
     """
     words = words_of(spv)
     module = _Module(words)
     sampled = {t: int(ops[1]) for t, (op, ops) in module.types.items() if op == OP_TYPE_SAMPLED_IMAGE}
     if not sampled:
         return spv
-    loads: dict[int, int] = {}
-    drop: list[tuple[int, int]] = []
+    loaded: set[int] = set()
     for at, op, ops in instructions(words):
         if op == OP_TYPE_POINTER and int(ops[2]) in sampled:
             words[at + 3] = sampled[int(ops[2])]
         elif op == OP_LOAD and int(ops[0]) in sampled:
-            loads[int(ops[1])] = at
-        elif op == OP_IMAGE and int(ops[2]) in loads:
-            load_at = loads.pop(int(ops[2]))
-            words[load_at + 1] = ops[0]
-            words[load_at + 2] = ops[1]
-            drop.append((at, int(words[at]) >> 16))
+            words[at + 1] = sampled[int(ops[0])]
+            loaded.add(int(ops[1]))
         elif op == OP_IMAGE:
-            raise SpirvError("OpImage on a sampled image that was not loaded directly")
-    if loads:
-        raise SpirvError("a combined image sampler is used for sampling, not texelFetch: cannot rewrite")
-    keep = np.ones(len(words), dtype=bool)
-    for at, count in drop:
-        keep[at : at + count] = False
-    return words[keep].tobytes()
+            if int(ops[2]) not in loaded:
+                raise SpirvError("OpImage on a sampled image that was not loaded from a variable")
+            words[at] = (4 << 16) | OP_COPY_OBJECT
+        elif op in _SAMPLING_OPS and int(ops[2]) in loaded:
+            raise SpirvError("a combined image sampler is used for sampling, not texelFetch: cannot rewrite")
+    return words.tobytes()
 
 
 def set_local_size(spv: bytes, local_size: tuple[int, int, int]) -> bytes:

@@ -1,0 +1,296 @@
+"""Build ET-VK shader variants: ExecuTorch tree → executorch's own codegen → glslc → cached SPIR-V.
+
+The tree is a user's ExecuTorch checkout (``--et-src`` / ``VKDIFF_ET_SRC``); vkdiff
+never ships one. Variants are expanded with the wheel's ``SPVGenerator`` (with
+``replace_u16vecn``), compiled with ET-VK's glslc flags, and cached on disk under
+``$VKDIFF_CACHE_DIR`` (default ``~/.cache/vkdiff``) keyed by a hash of (generated
+source and headers, flags, glslc version). An index keyed by (tree hash, variant)
+lets a machine without glslc or executorch (a lent GPU runner) reuse the cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+GLSL_SUBDIR = Path("backends/vulkan/runtime/graph/ops/glsl")
+ET_SRC_ENV = "VKDIFF_ET_SRC"
+CACHE_ENV = "VKDIFF_CACHE_DIR"
+BASE_FLAGS = ("-fshader-stage=compute", "-Werror")
+DOT_EXT = "GL_EXT_integer_dot_product"
+_EXT_LINE = re.compile(rf"^\s*#extension\s+{DOT_EXT}\s*:\s*\w+\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"', re.MULTILINE)
+
+DOT_POLYFILL = """
+// vkdiff polyfill: exact (saturating) emulation of GL_EXT_integer_dot_product's
+// dotPacked4x8AccSatEXT for glslc builds that lack the extension.
+int dotPacked4x8AccSatEXT(const int a, const int b, const int acc) {
+  const ivec4 va = (ivec4(a) << ivec4(24, 16, 8, 0)) >> 24;
+  const ivec4 vb = (ivec4(b) << ivec4(24, 16, 8, 0)) >> 24;
+  const int s = va.x * vb.x + va.y * vb.y + va.z * vb.z + va.w * vb.w;
+  if (s > 0 && acc > 2147483647 - s) return 2147483647;
+  if (s < 0 && acc < (-2147483647 - 1) - s) return -2147483647 - 1;
+  return acc + s;
+}
+"""
+
+
+class EtSourceError(ValueError):
+    """The given path is not an ExecuTorch tree with ET-VK shader sources."""
+
+
+class GlslcMissingError(FileNotFoundError):
+    """glslc is not installed."""
+
+
+class BuildError(RuntimeError):
+    """Codegen or glslc failed for one variant (→ ``BUILD_FAIL``)."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class BuiltShader:
+    """A compiled ET-VK variant."""
+
+    name: str
+    """Variant name as ET-VK dispatches it (e.g. ``linear_q4gsw_tiled_buffer_buffer_float``)."""
+    spv: bytes
+    """SPIR-V binary."""
+    polyfilled: bool
+    """True when ``dotPacked4x8AccSatEXT`` was emulated (glslc lacked the extension)."""
+    flags: tuple[str, ...]
+    """glslc flags that produced it."""
+
+
+def cache_dir() -> Path:
+    """Root of vkdiff's on-disk cache (``$VKDIFF_CACHE_DIR`` or ``~/.cache/vkdiff``)."""
+    root = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkdiff")
+    return Path(root)
+
+
+def resolve_et_src(path: str | os.PathLike | None) -> Path | None:
+    """The ExecuTorch tree from ``path`` or ``$VKDIFF_ET_SRC``; None when neither is given.
+
+    Raises:
+        EtSourceError: the path exists but holds no ET-VK shaders (names path and what is missing).
+    """
+    raw = path if path is not None else os.environ.get(ET_SRC_ENV)
+    if not raw:
+        return None
+    root = Path(raw).expanduser().resolve()
+    if not root.is_dir():
+        raise EtSourceError(f"--et-src {raw}: no such directory (give an ExecuTorch checkout or set {ET_SRC_ENV})")
+    if not (root / GLSL_SUBDIR).is_dir():
+        raise EtSourceError(f"--et-src {raw} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
+    return root
+
+
+@functools.lru_cache(maxsize=None)
+def glslc_version() -> str:
+    """First line of ``glslc --version``.
+
+    Raises:
+        GlslcMissingError: glslc is not on PATH (names the Debian package).
+    """
+    exe = shutil.which("glslc")
+    if exe is None:
+        raise GlslcMissingError("glslc not found: install Debian package 'glslc' (apt-get install glslc)")
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    return " ".join(out.split("\n")[:3]).strip()
+
+
+@functools.lru_cache(maxsize=None)
+def glslc_has_dot_product() -> bool:
+    """Whether glslc accepts ``GL_EXT_integer_dot_product`` (needs glslang ≥ 15.2)."""
+    probe = "#version 450\n#extension GL_EXT_integer_dot_product : require\n" \
+            "layout(set=0,binding=0) buffer B { int v[]; };\nvoid main(){ v[0] = dotPacked4x8AccSatEXT(v[1], v[2], v[3]); }\n"
+    glslc_version()
+    with tempfile.TemporaryDirectory(prefix="vkdiff-probe-") as tmp:
+        src = Path(tmp, "probe.comp")
+        src.write_text(probe)
+        done = subprocess.run(["glslc", *BASE_FLAGS, "--target-env=vulkan1.1", str(src), "-o", str(Path(tmp, "p.spv"))],
+                              capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def tree_hash(glsl_dir: Path) -> str:
+    """Hash of every shader template and yaml in the tree (names and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(glsl_dir.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(glsl_dir)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _sha(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so concurrent workers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_codegen():
+    """executorch's ``gen_vulkan_spv`` module, loaded by path (importing executorch itself costs seconds)."""
+    spec = importlib.util.find_spec("executorch")
+    path = Path(spec.submodule_search_locations[0], "backends/vulkan/runtime/gen_vulkan_spv.py") if spec else None
+    if path is None or not path.exists():
+        raise BuildError(f"executorch's gen_vulkan_spv.py is not installed; install executorch==1.5.1 "
+                         f"or point {CACHE_ENV} at a prebuilt cache")
+    module_spec = importlib.util.spec_from_file_location("vkdiff_et_gen_vulkan_spv", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+class ShaderBuilder:
+    """Builds and caches the variants of one ExecuTorch tree."""
+
+    def __init__(self, et_src: Path, cache: Path | None = None):
+        self.et_src = et_src
+        self.glsl_dir = et_src / GLSL_SUBDIR
+        self.tree = tree_hash(self.glsl_dir)
+        self.cache = cache or cache_dir()
+        self.index_dir = self.cache / "index" / self.tree
+
+    @functools.cached_property
+    def _codegen(self):
+        """executorch's own generator module and an ``SPVGenerator`` for this tree."""
+        gen = _load_codegen()
+        env = {**copy.deepcopy(gen.DEFAULT_ENV), **gen.TYPE_MAPPINGS, **gen.UTILITY_FNS}
+        return gen, gen.SPVGenerator(str(self.glsl_dir), env, None, replace_u16vecn=True)
+
+    def variants(self) -> frozenset[str]:
+        """Every shader variant name the tree defines (or, without executorch, that the cache holds)."""
+        try:
+            _, generator = self._codegen
+        except BuildError:
+            return frozenset(p.stem for p in self.index_dir.glob("*.json"))
+        return frozenset(n for n, (path, _) in generator.output_file_map.items() if path.endswith(".glsl"))
+
+    @functools.cached_property
+    def _polyfill(self) -> bool:
+        return not glslc_has_dot_product()
+
+    def _generate(self, name: str) -> str:
+        gen, generator = self._codegen
+        if name not in generator.output_file_map:
+            raise BuildError(f"{name}: no such shader variant in {self.glsl_dir}")
+        template, params = generator.output_file_map[name]
+        text = Path(template).read_text(encoding="utf-8")
+        return gen.preprocess(generator.maybe_replace_u16vecn(text), copy.deepcopy(params), name)
+
+    @functools.cached_property
+    def include_dir(self) -> Path:
+        """Generated headers (``.glslh``/``.h``) of this tree, written once per tree."""
+        target = self.cache / "include" / (self.tree + ("-poly" if self._polyfill else ""))
+        if (target / ".complete").exists():
+            return target
+        gen, generator = self._codegen
+        self.cache.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=self.cache, prefix=".include-"))
+        for name, (template, _) in generator.output_file_map.items():
+            if template.endswith(".glsl"):
+                continue
+            text = self._generate(name)
+            if self._polyfill:
+                text = _EXT_LINE.sub("", text)
+            (staging / f"{name}{Path(template).suffix}").write_text(text, encoding="utf-8")
+        (staging / ".complete").write_text(self.tree)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            staging.rename(target)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
+
+    @functools.cached_property
+    def _headers_hash(self) -> str:
+        return _sha(*sorted(p.name + p.read_text(encoding="utf-8") for p in self.include_dir.iterdir()
+                            if p.is_file() and not p.name.startswith(".")))
+
+    def _uses_dot_ext(self, text: str, seen: set[str] | None = None) -> bool:
+        """Whether ``text`` or a header it includes (as templates, before stripping) needs the dot extension."""
+        seen = set() if seen is None else seen
+        if _EXT_LINE.search(text):
+            return True
+        for inc in set(_INCLUDE.findall(text)) - seen:
+            seen.add(inc)
+            template = self.glsl_dir / inc
+            if template.exists() and self._uses_dot_ext(template.read_text(encoding="utf-8"), seen):
+                return True
+        return False
+
+    def build(self, name: str) -> BuiltShader:
+        """Compile one variant (cached).
+
+        Raises:
+            BuildError: codegen or glslc failed; the message holds the compiler's first lines.
+        """
+        index = self.index_dir / f"{name}.json"
+        if index.exists():
+            entry = json.loads(index.read_text())
+            spv_path = self.cache / "spv" / f"{entry['key']}.spv"
+            if spv_path.exists():
+                return BuiltShader(name=name, spv=spv_path.read_bytes(), polyfilled=entry["polyfilled"],
+                                   flags=tuple(entry["flags"]))
+        try:
+            source = self._generate(name)
+        except BuildError:
+            raise
+        except Exception as exc:  # executorch's codegen raises anything from exec()
+            raise BuildError(f"{name}: codegen failed: {type(exc).__name__}: {exc}") from None
+        polyfilled = self._polyfill and self._uses_dot_ext(source)
+        if polyfilled:
+            source = _EXT_LINE.sub("", source)
+            source = re.sub(r"^(#version[^\n]*\n)", lambda m: m.group(1) + DOT_POLYFILL, source, count=1, flags=re.M)
+        _, generator = self._codegen
+        vk_version = str(generator.output_file_map[name][1].get("VK_VERSION", "1.1"))
+        flags = (*BASE_FLAGS, f"--target-env=vulkan{vk_version}")
+        key = _sha(source, self._headers_hash, " ".join(flags), glslc_version())
+        spv_path = self.cache / "spv" / f"{key}.spv"
+        if spv_path.exists():
+            spv, used = spv_path.read_bytes(), flags + ("-O",)
+        else:
+            spv, used = self._compile(name, source, flags)
+            _write_atomic(spv_path, spv)
+        _write_atomic(index, json.dumps({"key": key, "polyfilled": polyfilled, "flags": list(used),
+                                         "glslc": glslc_version()}).encode())
+        return BuiltShader(name=name, spv=spv, polyfilled=polyfilled, flags=tuple(used))
+
+    def _compile(self, name: str, source: str, flags: tuple[str, ...]) -> tuple[bytes, tuple[str, ...]]:
+        """glslc with ``-O``, retried without it (as ET-VK's build does)."""
+        with tempfile.TemporaryDirectory(prefix="vkdiff-glslc-") as tmp:
+            src, out = Path(tmp, f"{name}.glsl"), Path(tmp, f"{name}.spv")
+            src.write_text(source, encoding="utf-8")
+            errors = ""
+            for extra in (("-O",), ()):
+                used = flags + extra
+                done = subprocess.run(["glslc", *used, "-I", str(self.include_dir), str(src), "-o", str(out)],
+                                      capture_output=True, text=True)
+                if done.returncode == 0:
+                    return out.read_bytes(), used
+                errors = done.stderr.strip() or done.stdout.strip()
+        lines = [ln.replace(str(src), name) for ln in errors.splitlines() if ln.strip()]
+        raise BuildError(f"{name}: glslc failed: " + " | ".join(lines[:4]))

@@ -1,0 +1,52 @@
+"""ET-VK dispatch helpers shared by launchers, ported from ``runtime/graph`` C++."""
+
+from __future__ import annotations
+
+import numpy as np
+
+DTYPE_SUFFIX = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(np.int32): "int32"}
+
+
+def div_up(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def dtype_suffix(dtype) -> str:
+    """``add_dtype_suffix``: the variant suffix ET-VK appends for a tensor dtype."""
+    dtype = np.dtype(dtype)
+    if dtype not in DTYPE_SUFFIX:
+        raise ValueError(f"Unsupported dtype: {dtype}; ET-VK variants exist for {sorted(map(str, DTYPE_SUFFIX))}")
+    return DTYPE_SUFFIX[dtype]
+
+
+def sizes_ivec4(shape: tuple[int, ...]) -> bytes:
+    """A tensor's sizes as ET-VK's WHCN ``ivec4`` (``sizes_ubo`` / ``sizes_pc_of``)."""
+    dims = list(reversed(shape))[:4]
+    return np.array(dims + [1] * (4 - len(dims)), dtype=np.int32).tobytes()
+
+
+def create_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``ComputeGraph::create_local_wg_size`` (no override configured)."""
+    order = sorted(range(3), key=lambda axis: -global_wg[axis])
+    largest, middle, smallest = (global_wg[a] for a in order)
+    local = [8, max(1, min(4, middle)), max(1, min(2, smallest))]
+    if smallest == 1:
+        if middle == 1:
+            local[0], local[1] = 64, 1
+        elif middle % 4 == 0:
+            local[0], local[1] = 16, 4
+        else:
+            local[0], local[1] = 32, 2
+    out = [0, 0, 0]
+    for rank, axis in enumerate(order):
+        out[axis] = local[rank]
+    return tuple(out)  # type: ignore[return-value]
+
+
+def pick_hw_square_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``pick_hw_square_wg_size`` from ``ops/impl/Common.cpp``."""
+    if global_wg[0] >= 6 and global_wg[1] >= 6:
+        return (8, 8, 1)
+    if global_wg[0] < 6:
+        return (4, 16, 1)
+    return (16, 4, 1)
