@@ -49,12 +49,12 @@ class EtSourceError(ValueError):
     """The given path is not an ExecuTorch tree with ET-VK shader sources."""
 
 
-class GlslcMissingError(FileNotFoundError):
-    """glslc is not installed."""
-
-
 class BuildError(RuntimeError):
     """Codegen or glslc failed for one variant (→ ``BUILD_FAIL``)."""
+
+
+class GlslcMissingError(BuildError):
+    """glslc is not installed."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -180,6 +180,10 @@ class ShaderBuilder:
         gen = _load_codegen()
         env = {**copy.deepcopy(gen.DEFAULT_ENV), **gen.TYPE_MAPPINGS, **gen.UTILITY_FNS}
         return gen, gen.SPVGenerator(str(self.glsl_dir), env, None, replace_u16vecn=True)
+
+    def has_prebuilt(self) -> bool:
+        """Whether the cache already holds variants of this tree (a GPU runner without glslc needs them)."""
+        return any(self.index_dir.glob("*.json"))
 
     def variants(self) -> frozenset[str]:
         """Every shader variant name the tree defines (or, without executorch, that the cache holds)."""

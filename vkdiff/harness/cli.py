@@ -1,0 +1,148 @@
+"""``vkdiff`` command line: ``devices``, ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from vkdiff.harness.options import add_run_options
+from vkdiff.harness.status import Status
+
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vkdiff", description="Differential tester for ExecuTorch's Vulkan backend")
+    sub = parser.add_subparsers(dest="command", required=True)
+    devices = sub.add_parser("devices", help="List Vulkan adapters with features and limits")
+    devices.add_argument("--json", action="store_true", help="Print JSON instead of a table")
+    devices.add_argument("--all-backends", action="store_true", help="Include non-Vulkan adapters (OpenGL, ...)")
+    run = sub.add_parser("run", help="Run cases on devices and record results")
+    add_run_options(run.add_argument)
+    run.add_argument("--results", metavar="FILE.jsonl", default=None,
+                     help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
+    run.add_argument("--list", action="store_true", help="List the selected case ids and exit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "devices":
+            return cmd_devices(args)
+        return cmd_run(args)
+    except UsageError as exc:
+        print(f"vkdiff: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vkdiff.device.adapters import enumerate_adapters
+
+    infos = [info for info, _ in enumerate_adapters(None if args.all_backends else "Vulkan")]
+    if args.json:
+        print(json.dumps([i.to_dict() for i in infos], indent=2))
+        return 0
+    console = Console()
+    for i in infos:
+        table = Table(title=f"{i.slug}", show_header=False, title_justify="left")
+        table.add_column("field", style="bold")
+        table.add_column("value")
+        for field, value in (("name", i.name), ("vendor", f"{i.vendor} ({i.vendor_id:#x})"), ("driver", i.driver),
+                             ("backend", i.backend), ("type", i.adapter_type), ("features", ", ".join(i.features))):
+            table.add_row(field, value)
+        for limit, value in i.limits.items():
+            table.add_row(limit, str(value))
+        console.print(table)
+    if not infos:
+        print("no adapters found (install mesa-vulkan-drivers for lavapipe)")
+    return 0
+
+
+def _resolve_inputs(args: argparse.Namespace):
+    """Validate --et-src, glslc and --device up front; each problem is one line."""
+    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.build import EtSourceError, GlslcMissingError, ShaderBuilder, glslc_version
+
+    try:
+        et_src = _resolve_et_src(args.et_src)
+        if et_src is not None and not ShaderBuilder(et_src).has_prebuilt():
+            glslc_version()
+        devices = select(args.device)
+    except (EtSourceError, GlslcMissingError, UnknownDeviceError) as exc:
+        raise UsageError(str(exc)) from None
+    return et_src, devices
+
+
+def _resolve_et_src(path):
+    from vkdiff.device.build import resolve_et_src
+
+    return resolve_et_src(path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from vkdiff.cases.kernels import all_cases
+    from vkdiff.harness.run import run_cases, summarize
+    from vkdiff.harness.store import ResultStore
+
+    console = Console(stderr=True)
+    cases = all_cases(args.cases)
+    if args.list:
+        print("\n".join(c.id for c in cases))
+        return 0
+    if not cases:
+        raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
+    et_src, devices = _resolve_inputs(args)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
+    store = ResultStore(results_path)
+    console.print(f"vkdiff: seed {args.seed}; {len(cases)} cases × {len(devices)} device(s) "
+                  f"({', '.join(i.slug for i, _ in devices) or 'none'}); ET tree: {et_src or 'none'}", markup=False)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("running", total=len(cases) * max(1, len(devices)))
+
+        def on_result(result) -> None:
+            progress.advance(task)
+            if Status[result.status].is_failure():
+                first = result.reason.splitlines()[0] if result.reason else ""
+                progress.console.print(f"{result.status} {result.case}@{result.device}: {first}", markup=False,
+                                       style="red")
+
+        results = run_cases(cases, devices, et_src, store, seed=args.seed, repeat=args.repeat, on_result=on_result)
+    print_summary(summarize(results), console)
+    console.print(f"results: {results_path}", markup=False)
+    return EXIT_FAIL if any(Status[r.status].is_failure() for r in results) else 0
+
+
+def print_summary(table: dict, console) -> None:
+    from rich.table import Table
+
+    out = Table(title="vkdiff summary")
+    out.add_column("device")
+    statuses = [s.name for s in Status if any(s.name in c for c in table.values())]
+    for name in statuses:
+        out.add_column(name, justify="right")
+    for device, counts in table.items():
+        out.add_row(device, *(str(counts.get(s, 0)) for s in statuses))
+    console.print(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Metrics and the tolerance policy: the only place verdicts on numbers are made.
+
+Tolerance policy
+----------------
+Integer outputs (codes, quantization parameters) must match exactly.
+
+Float outputs pass element-wise when::
+
+    |actual - expected| <= atol + rtol * |expected| + acc * eps(dtype) * magnitude
+
+``expected`` is the float64 reference evaluated on the very values the kernel sees
+(inputs and constants already rounded to the kernel's dtype). ``magnitude`` is the
+sum of absolute terms of the reduction that produced each element (for a linear,
+``|x| @ |w|.T``): rounding in a length-K accumulation is bounded by a multiple of
+``eps * magnitude``, so the bound grows with K and with the data, as ET-VK's own
+custom-op tests scale their fp16 tolerance with K. Measured on lavapipe the
+tiled linear kernels reach 1.4 ``eps * magnitude`` (fp16 and fp32); ``acc = 4``
+leaves margin while still catching a single wrong 4-bit code in fp32.
+
+=========  =========  ==========  =====
+dtype      atol       rtol        acc
+=========  =========  ==========  =====
+float32    1e-6       1e-5        4
+float16    1e-3       2 ** -10    4
+int*       0          0           0
+=========  =========  ==========  =====
+
+Quantized outputs get ``n * scale`` slack through ``Tolerance.quantized``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from vkdiff.harness.status import Status
+
+MAX_REPORTED_INDICES = 5
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Tolerance:
+    """Element-wise bound ``atol + rtol*|expected| + acc*eps*magnitude`` (all zero: exact)."""
+
+    atol: float = 0.0
+    """Absolute floor."""
+    rtol: float = 0.0
+    """Relative to the expected value."""
+    acc: float = 0.0
+    """Multiple of ``eps * magnitude`` allowed for accumulation rounding."""
+    eps: float = 0.0
+    """Machine epsilon of the kernel's dtype."""
+
+    @classmethod
+    def for_dtype(cls, dtype) -> "Tolerance":
+        """The policy row for an output dtype (see module docstring)."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float32:
+            return cls(atol=1e-6, rtol=1e-5, acc=4.0, eps=float(np.finfo(np.float32).eps))
+        if dtype == np.float16:
+            return cls(atol=1e-3, rtol=2.0**-10, acc=4.0, eps=float(np.finfo(np.float16).eps))
+        if dtype.kind in "iub":
+            return cls()
+        raise ValueError(f"Unsupported dtype: {dtype}; tolerance policy covers float32, float16 and integers")
+
+    @classmethod
+    def quantized(cls, scale: float, steps: int = 1) -> "Tolerance":
+        """``steps * scale`` absolute slack for dequantized outputs of a quantized path."""
+        return cls(atol=steps * float(scale))
+
+    @property
+    def exact(self) -> bool:
+        return self.atol == self.rtol == self.acc == 0.0
+
+    def bound(self, expected: np.ndarray, magnitude: np.ndarray | None = None) -> np.ndarray:
+        bound = self.atol + self.rtol * np.abs(expected)
+        if magnitude is not None and self.acc:
+            bound = bound + self.acc * self.eps * np.abs(magnitude)
+        return bound
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ErrorStatistics:
+    """Error metrics of one output against its reference (float64)."""
+
+    total: int
+    """Elements compared."""
+    mismatches: int | None
+    """Elements over tolerance (None when shapes differ)."""
+    max_abs: float | None
+    """Largest absolute error over finite elements."""
+    max_rel: float | None
+    """Largest relative error ``|a-e| / max(|e|, tiny)`` over finite elements."""
+    sqnr_db: float | None
+    """Signal-to-quantization-noise ratio, ``10 log10(sum e^2 / sum (a-e)^2)``; inf when exact."""
+    nan_count: int = 0
+    """NaN in the actual output where the reference is finite."""
+    inf_count: int = 0
+    """Inf in the actual output where the reference is finite."""
+    unwritten: int = 0
+    """Elements the kernel never wrote (poison still there)."""
+    worst_index: list[int] | None = None
+    """Index of the largest error over tolerance ratio."""
+    first_mismatches: list[list[int]] = dataclasses.field(default_factory=list)
+    """Up to five indices over tolerance, in order."""
+    shape_mismatch: str = ""
+    """``"actual (a,b) vs expected (c,d)"`` when shapes differ."""
+
+    @classmethod
+    def from_arrays(cls, actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
+                    magnitude: np.ndarray | None = None, unwritten: np.ndarray | None = None) -> "ErrorStatistics":
+        """Compare element-wise; never raises on shape mismatch (records it, fields None)."""
+        if actual.shape != expected.shape:
+            return cls(total=int(expected.size), mismatches=None, max_abs=None, max_rel=None, sqnr_db=None,
+                       shape_mismatch=f"actual {actual.shape} vs expected {expected.shape}")
+        a = actual.astype(np.float64)
+        e = expected.astype(np.float64)
+        written = np.ones(a.shape, bool) if unwritten is None else ~unwritten
+        finite_ref = np.isfinite(e)
+        nan = np.isnan(a) & finite_ref & written
+        inf = np.isinf(a) & finite_ref & written
+        diff = np.where(np.isfinite(a) & written, np.abs(a - e), 0.0)
+        bound = tolerance.bound(e, magnitude)
+        over = (diff > bound) | nan | inf | ~written
+        ratio = np.where(over, np.where(np.isfinite(diff), diff, np.inf) / np.maximum(bound, 1e-300), 0.0)
+        noise = float(np.sum(diff**2))
+        signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
+        bad = np.argwhere(over)
+        return cls(
+            total=int(e.size), mismatches=int(over.sum()),
+            max_abs=float(diff.max()) if diff.size else 0.0,
+            max_rel=float((diff / np.maximum(np.abs(e), 1e-30)).max()) if diff.size else 0.0,
+            sqnr_db=float("inf") if noise == 0 else float(10 * np.log10(max(signal, 1e-300) / noise)),
+            nan_count=int(nan.sum()), inf_count=int(inf.sum()),
+            unwritten=0 if unwritten is None else int(unwritten.sum()),
+            worst_index=[int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape)] if over.any() else None,
+            first_mismatches=[[int(i) for i in idx] for idx in bad[:MAX_REPORTED_INDICES]],
+        )
+
+    def status(self) -> Status:
+        """The verdict these numbers give (unwritten output is a broken kernel contract)."""
+        if self.shape_mismatch:
+            return Status.FAIL_CHECK
+        if self.unwritten:
+            return Status.FAIL_CHECK
+        if self.nan_count or self.inf_count:
+            return Status.FAIL_NAN
+        if self.mismatches:
+            return Status.FAIL_NUMERIC
+        return Status.PASS
+
+    def message(self) -> str:
+        """numpy-style summary of what went wrong.
+
+        Example::
+
+            >>> tol = Tolerance.for_dtype(np.float32)
+            >>> stats = ErrorStatistics.from_arrays(np.array([1.0, 2.5]), np.array([1.0, 2.0]), tol)
+            >>> print(stats.message())
+            Mismatched elements: 1 / 2 (50%)
+            Mismatch at indices: [[1]]
+            Max absolute difference: 0.5
+            Max relative difference: 0.25
+        """
+        if self.shape_mismatch:
+            return f"Shape mismatch: {self.shape_mismatch}"
+        lines = []
+        if self.unwritten:
+            lines.append(f"Unwritten elements: {self.unwritten} / {self.total}")
+        if self.nan_count or self.inf_count:
+            lines.append(f"NaN: {self.nan_count}, Inf: {self.inf_count} where the reference is finite")
+        if self.mismatches:
+            pct = 100.0 * self.mismatches / max(self.total, 1)
+            lines.append(f"Mismatched elements: {self.mismatches} / {self.total} ({pct:.3g}%)")
+            lines.append(f"Mismatch at indices: {self.first_mismatches}")
+        lines.append(f"Max absolute difference: {self.max_abs:.6g}")
+        lines.append(f"Max relative difference: {self.max_rel:.6g}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def assert_within(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
+                  magnitude: np.ndarray | None = None) -> ErrorStatistics:
+    """Assertion helper for tests: raises AssertionError with the numpy-style message."""
+    __tracebackhide__ = True
+    stats = ErrorStatistics.from_arrays(actual, expected, tolerance, magnitude)
+    if stats.status() is not Status.PASS:
+        raise AssertionError(stats.message())
+    return stats

@@ -1,0 +1,137 @@
+"""Running kernel cases: seeded inputs → numpy reference → ET-VK launcher → comparison → Result."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from typing import Callable
+
+import numpy as np
+
+from vkdiff import reference
+from vkdiff.cases.kernels import KernelCase
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
+from vkdiff.device.build import BuildError
+from vkdiff.device.context import DeviceContext, Launch, VariantMissingError
+from vkdiff.device.launchers.linear_q4gsw import linear_q4gsw
+from vkdiff.harness.compare import ErrorStatistics, Tolerance
+from vkdiff.harness.status import Status
+from vkdiff.harness.store import Result, clip, versions
+
+NP_DTYPES = {"fp32": np.float32, "fp16": np.float16}
+
+
+@dataclasses.dataclass(kw_only=True)
+class Prepared:
+    """A case's inputs and its expected output, computed once per case."""
+
+    inputs: dict[str, np.ndarray]
+    """Arguments passed to the launcher."""
+    expected: np.ndarray
+    """float64 reference output."""
+    magnitude: np.ndarray | None
+    """Sum of absolute terms per output element (accumulation-aware tolerance)."""
+    tolerance: Tolerance
+    """Policy row for this output."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class KernelExecutor:
+    """How to prepare and launch one operator's cases."""
+
+    prepare: Callable[[KernelCase, np.random.Generator], Prepared]
+    launch: Callable[[DeviceContext, KernelCase, Prepared], Launch]
+
+
+def prepare_linear_q4gsw(case: KernelCase, rng: np.random.Generator) -> Prepared:
+    """Quantize a random weight the torchao way, pack it the ET-VK way, evaluate the reference."""
+    m, k, n, g = (case.size(d) for d in "MKNg")
+    dtype = NP_DTYPES[case.dtype]
+    x = rng.standard_normal((m, k)).astype(dtype)
+    codes, scales = reference.quantize_int4_group_symmetric(rng.standard_normal((n, k)).astype(np.float32), g)
+    packed = reference.pack_int4_linear(codes)
+    scales_t = reference.transpose_scales(scales, pad_to=4).astype(dtype)
+    bias = rng.standard_normal(n).astype(dtype) if case.bias else None
+    expected = reference.linear_q4gsw(x, packed, scales_t, g, bias)
+    weight = reference.dequantize_q4gsw_weight(packed, scales_t, g, k)
+    magnitude = np.abs(x.astype(np.float64)) @ np.abs(weight).T
+    if bias is not None:
+        magnitude = magnitude + np.abs(bias.astype(np.float64))
+    return Prepared(inputs={"x": x, "packed_weight": packed, "scales": scales_t, "bias": bias},
+                    expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(dtype))
+
+
+def launch_linear_q4gsw(ctx: DeviceContext, case: KernelCase, prepared: Prepared) -> Launch:
+    weight_storage = None if case.weight_storage == "auto" else case.weight_storage
+    return linear_q4gsw(ctx, group_size=case.size("g"), io_storage=case.storage, weight_storage=weight_storage,
+                        **prepared.inputs)
+
+
+EXECUTORS: dict[str, KernelExecutor] = {
+    "linear_q4gsw": KernelExecutor(prepare=prepare_linear_q4gsw, launch=launch_linear_q4gsw),
+}
+
+_EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
+    (VariantMissingError, Status.NOT_RUN),
+    (BuildError, Status.BUILD_FAIL),
+    (ShaderLoadError, Status.NOT_SUPPORTED),
+    (DeviceLimitError, Status.NOT_SUPPORTED),
+    (DispatchError, Status.ERROR),
+)
+
+
+def status_of_exception(exc: BaseException) -> tuple[Status, str]:
+    """Map a pipeline stage's exception to its status and a one-line reason."""
+    for kind, status in _EXCEPTION_STATUS:
+        if isinstance(exc, kind):
+            return status, str(exc)
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
+    return Status.ERROR, f"{type(exc).__name__}: {exc}{at}"
+
+
+def not_run(case: KernelCase, device: str, reason: str, repro: str = "") -> Result:
+    """A result for a case whose prerequisite is absent."""
+    return Result(case=case.id, op=case.op, variant=case.variant, device=device, status=Status.NOT_RUN.name,
+                  reason=reason, repro=repro, versions=versions())
+
+
+def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, repeat: int = 1,
+             repro: str = "") -> Result:
+    """Run one kernel case on one device; never raises (failures become statuses)."""
+    start = time.perf_counter()
+    seed = case.seed(session_seed)
+    result = Result(case=case.id, op=case.op, variant=case.variant, device=ctx.info.slug, status=Status.ERROR.name,
+                    seed=seed, repro=repro, device_info=ctx.info.to_dict(),
+                    versions={**versions(), "et_tree": ctx.builder.tree})
+    try:
+        executor = EXECUTORS[case.op]
+        prepared = executor.prepare(case, np.random.default_rng(seed))
+        launch = executor.launch(ctx, case, prepared)
+        _record_launch(result, launch, prepared)
+        for _ in range(repeat - 1):
+            again = executor.launch(ctx, case, prepared)
+            if again.output.tobytes() != launch.output.tobytes():
+                result.status = Status.NONDETERMINISTIC.name
+                result.reason = "repeat runs differ bitwise"
+                break
+    except Exception as exc:  # every failure becomes a status; the run goes on
+        status, reason = status_of_exception(exc)
+        result.status, result.reason = status.name, clip(reason)
+    result.seconds = round(time.perf_counter() - start, 4)
+    return result
+
+
+def _record_launch(result: Result, launch: Launch, prepared: Prepared) -> None:
+    from vkdiff.device.layouts import unwritten_mask
+
+    stats = ErrorStatistics.from_arrays(launch.output, prepared.expected, prepared.tolerance,
+                                        prepared.magnitude, unwritten_mask(launch.output))
+    status = stats.status()
+    result.status = status.name
+    result.reason = "" if status is Status.PASS else clip(stats.message())
+    result.shader, result.shaders = launch.variant, list(launch.shaders)
+    result.metrics, result.tolerance = stats.to_dict(), prepared.tolerance.to_dict()
+    result.flags = ["polyfilled"] if launch.polyfilled else []
+    result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launch.dispatch.items()}

@@ -1,0 +1,41 @@
+"""Options shared by the CLI and the pytest plugin, defined once (pytest-benchmark style)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Callable
+
+
+def parse_regex(text: str) -> str:
+    """Validate ``--cases``: a Python regular expression."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"--cases {text!r} is not a valid regular expression: {exc}") from None
+    return text
+
+
+def parse_repeat(text: str) -> int:
+    """Validate ``--repeat``: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--repeat must be a positive integer, got {text!r}")
+    return value
+
+
+def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
+    """Add the options that select cases, devices and the ExecuTorch tree."""
+    addoption(f"--{prefix}cases", metavar="PATTERN", type=parse_regex, default=None,
+              help="Regular expression over case ids (default: every case)")
+    addoption(f"--{prefix}device", metavar="SLUG", action="append", default=[],
+              help="Adapter slug or name substring, repeatable (default: every Vulkan adapter; env VKDIFF_DEVICE)")
+    addoption("--et-src", metavar="PATH", default=None,
+              help="ExecuTorch source tree with ET-VK shaders (env VKDIFF_ET_SRC)")
+    addoption(f"--{prefix}repeat", metavar="N", type=parse_repeat, default=1,
+              help="Run each case N times and flag bitwise differences as NONDETERMINISTIC")
+    addoption(f"--{prefix}seed", metavar="INT", type=int, default=0,
+              help="Session seed mixed into every case's input seed (printed at start)")

@@ -1,0 +1,52 @@
+"""The verdict vocabulary: exactly one status per (case, variant, device)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Status(enum.IntEnum):
+    """Outcome of one (case, variant, device), ordered by pipeline stage.
+
+    Example::
+
+        >>> Status.NOT_SUPPORTED.is_failure()
+        False
+        >>> Status["FAIL_NUMERIC"].is_failure()
+        True
+    """
+
+    __test__ = False
+
+    PASS = 0
+    """Every output within tolerance, every element written."""
+    NOT_SUPPORTED = 1
+    """The device lacks a feature or limit (or naga cannot load the shader); never a failure."""
+    NOT_RUN = 2
+    """A prerequisite is absent (no ExecuTorch tree, no adapter); the reason says which."""
+    LOWER_FAIL = 3
+    """ExecuTorch could not lower the model."""
+    BUILD_FAIL = 4
+    """Shader codegen, compilation or loading failed."""
+    FAIL_CHECK = 5
+    """A fusion invariant broke, or the kernel left output elements unwritten."""
+    DTYPE_MISMATCH = 6
+    """A shader binding's format differs from the tensor allocation."""
+    FAIL_NAN = 7
+    """NaN or Inf where the reference has none."""
+    FAIL_NUMERIC = 8
+    """Finite but over tolerance."""
+    NONDETERMINISTIC = 9
+    """Repeat runs differ bitwise."""
+    ERROR = 10
+    """A harness bug or an unexpected exception."""
+
+    def is_success(self) -> bool:
+        return self is Status.PASS
+
+    def is_skip(self) -> bool:
+        """Statuses that say nothing about correctness (pytest skips them)."""
+        return self in (Status.NOT_SUPPORTED, Status.NOT_RUN)
+
+    def is_failure(self) -> bool:
+        return not (self.is_success() or self.is_skip())
