@@ -93,9 +93,16 @@ class PipelineCache:
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size))
 
 
-def _resource(binding: spirv.Binding, value: Any) -> Any:
+def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:
+    import wgpu
+
     handle = value.handle if isinstance(value, Tensor) else value
-    if binding.kind in ("storage-buffer", "uniform-buffer"):
+    wants_buffer = binding.kind in ("storage-buffer", "uniform-buffer")
+    if wants_buffer != isinstance(handle, wgpu.GPUBuffer):
+        got = value.storage if isinstance(value, Tensor) else type(handle).__name__
+        raise DispatchError(f"{label}: binding {binding.binding} {binding.name or ''} expects a {binding.kind}, "
+                            f"launcher gave {got}")
+    if wants_buffer:
         return {"buffer": handle, "offset": 0, "size": handle.size}
     return handle.create_view()
 
@@ -119,7 +126,7 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     groups = workgroup_count(global_size, pipeline.local_size)
     if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
         raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")
-    entries = [{"binding": b.binding, "resource": _resource(b, r)} for b, r in zip(bindings, resources)]
+    entries = [{"binding": b.binding, "resource": _resource(b, r, label)} for b, r in zip(bindings, resources)]
     bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
                           layout=pipeline.layout, entries=entries)
     size = pipeline.reflection.immediate_size

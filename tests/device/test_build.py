@@ -1,0 +1,119 @@
+"""Shader build through executorch's codegen, on a small tree of the project's own templates."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.testutils import requires_glslc, requires_vulkan
+from vkdiff.device import build, resources
+from vkdiff.device.dispatch import dispatch
+
+FAKE_TREE = Path(__file__).parent / "fake_tree"
+
+pytestmark = requires_glslc
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """An ExecuTorch-shaped tree holding the project's test templates, and a private cache."""
+    glsl = tmp_path / "et" / build.GLSL_SUBDIR
+    glsl.mkdir(parents=True)
+    for path in FAKE_TREE.iterdir():
+        shutil.copy(path, glsl / path.name)
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "et"
+
+
+def test_resolve_et_src_errors_name_path_and_missing_part(tmp_path):
+    with pytest.raises(build.EtSourceError, match=f"--et-src {tmp_path} is not an ExecuTorch tree: missing "
+                                                  r"backends/vulkan/runtime/graph/ops/glsl/"):
+        build.resolve_et_src(tmp_path)
+    with pytest.raises(build.EtSourceError, match="no such directory"):
+        build.resolve_et_src(tmp_path / "absent")
+
+
+def test_resolve_et_src_from_env(tree, monkeypatch):
+    monkeypatch.setenv(build.ET_SRC_ENV, str(tree))
+    assert build.resolve_et_src(None) == tree.resolve()
+    monkeypatch.delenv(build.ET_SRC_ENV)
+    assert build.resolve_et_src(None) is None
+
+
+def test_variants_come_from_the_yaml(tree):
+    names = build.ShaderBuilder(tree).variants()
+    assert {"vk_axpy_buffer_float", "vk_axpy_buffer_half", "vk_dot", "vk_broken"} <= names
+    assert "vk_helpers" not in names
+
+
+def test_build_is_cached_and_indexed(tree):
+    builder = build.ShaderBuilder(tree)
+    first = builder.build("vk_axpy_buffer_float")
+    assert first.spv[:4] == b"\x03\x02\x23\x07"
+    assert "-O" in first.flags and "--target-env=vulkan1.1" in first.flags
+    assert not first.polyfilled
+    assert builder.has_prebuilt()
+    again = build.ShaderBuilder(tree).build("vk_axpy_buffer_float")
+    assert again.spv == first.spv
+
+
+def test_broken_shader_is_build_fail_with_compiler_message(tree):
+    with pytest.raises(build.BuildError, match="vk_broken: glslc failed: .*undeclared_identifier"):
+        build.ShaderBuilder(tree).build("vk_broken")
+
+
+def test_unknown_variant_is_build_error(tree):
+    with pytest.raises(build.BuildError, match="no such shader variant"):
+        build.ShaderBuilder(tree).build("vk_absent")
+
+
+def test_glslc_missing_names_the_package(monkeypatch):
+    build.glslc_version.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        with pytest.raises(build.GlslcMissingError, match=r"install Debian package 'glslc'"):
+            build.glslc_version()
+    finally:
+        build.glslc_version.cache_clear()
+
+
+@requires_vulkan
+@pytest.mark.parametrize("dtype", (np.float32, np.float16))
+def test_codegen_variant_runs(tree, gpu, pipelines, rng, dtype):
+    if dtype == np.float16 and "shader-f16" not in gpu.features:
+        pytest.skip("NOT_SUPPORTED: adapter lacks shader-f16")
+    name = f"vk_axpy_buffer_{'float' if dtype == np.float32 else 'half'}"
+    shader = build.ShaderBuilder(tree).build(name)
+    pipeline = pipelines.get(shader.spv, {3: 3}, (64, 1, 1), label=name)
+    x = rng.standard_normal(50).astype(dtype)
+    out = resources.poisoned(gpu, (50,), dtype, "buffer")
+    dispatch(gpu, pipeline, [out, resources.buffer_tensor(gpu, x),
+                             resources.uniform(gpu, np.array([50, 1, 1, 1], np.int32).tobytes())], (50, 1, 1))
+    np.testing.assert_array_equal(resources.read(gpu, out), (x.astype(np.float32) * 6).astype(dtype))
+
+
+def _dot_reference(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    va = a.view(np.int8).reshape(-1, 4).astype(np.int64)
+    vb = b.view(np.int8).reshape(-1, 4).astype(np.int64)
+    total = acc.astype(np.int64) + (va * vb).sum(1)
+    return np.clip(total, -2**31, 2**31 - 1).astype(np.int32)
+
+
+@requires_vulkan
+def test_dot_product_polyfill_is_exact_and_saturates(tree, gpu, pipelines, rng):
+    shader = build.ShaderBuilder(tree).build("vk_dot")
+    assert shader.polyfilled == (not build.glslc_has_dot_product())
+    n = 256
+    a = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    acc = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    acc[:8] = [2**31 - 1, 2**31 - 10, -2**31, -2**31 + 10, 0, 1, -1, 2**30]
+    a[:4] = b[:4] = np.int32(0x7F7F7F7F)
+    a[2:4] = np.array([0x81818181] * 2, np.uint32).view(np.int32)
+    pipeline = pipelines.get(shader.spv, {3: n}, (64, 1, 1), label="vk_dot")
+    out = resources.poisoned(gpu, (n,), np.int32, "buffer")
+    dispatch(gpu, pipeline, [out, *(resources.buffer_tensor(gpu, v) for v in (a, b, acc))], (n, 1, 1))
+    np.testing.assert_array_equal(resources.read(gpu, out), _dot_reference(a, b, acc))

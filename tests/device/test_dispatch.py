@@ -1,0 +1,108 @@
+"""Dispatch paths on a real Vulkan adapter (lavapipe in CI), with the project's own shaders."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from tests.testutils import compile_glsl, requires_glslc, requires_vulkan
+from vkdiff.device import layouts, resources
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
+from vkdiff.device.dispatch import dispatch, workgroup_count
+
+pytestmark = [requires_vulkan, requires_glslc]
+
+
+def test_workgroup_count_is_div_up():
+    assert workgroup_count((10, 5, 1), (4, 4, 64)) == (3, 2, 1)
+
+
+@pytest.mark.parametrize("n", (1, 63, 64, 1000))
+def test_buffer_ubo_push_constants_spec_constants(gpu, pipelines, rng, n):
+    pipeline = pipelines.get(compile_glsl("scale_add.glsl"), {3: 5}, (64, 1, 1), label="scale_add")
+    x = rng.standard_normal(n).astype(np.float32)
+    out = resources.poisoned(gpu, (n,), np.float32, "buffer")
+    inp = resources.buffer_tensor(gpu, x)
+    ubo = resources.uniform(gpu, np.array([n, 1, 1, 1], np.int32).tobytes())
+    dispatch(gpu, pipeline, [out, inp, ubo], (n, 1, 1), struct.pack("<fi", 1.5, 7))
+    got = resources.read(gpu, out)
+    np.testing.assert_allclose(got, x * 1.5 + 10 + 7 + 64, rtol=1e-6)
+    assert not layouts.unwritten_mask(got).any()
+
+
+@pytest.mark.parametrize("shape", ((3, 5, 6), (2, 7, 9)))
+def test_texture3d_sampler_rewrite_and_texel_packing(gpu, pipelines, rng, shape):
+    pipeline = pipelines.get(compile_glsl("texel_copy3d.glsl"), {}, (4, 4, 2), label="texel_copy3d")
+    x = rng.standard_normal(shape).astype(np.float32)
+    out = resources.poisoned(gpu, shape, np.float32, "texture3d")
+    inp = resources.texture_tensor(gpu, x)
+    sizes = layouts.whcn_sizes(shape)
+    ubo = resources.uniform(gpu, np.array(sizes, np.int32).tobytes())
+    dispatch(gpu, pipeline, [out, inp, ubo], layouts.texture_extent(shape))
+    got = resources.read(gpu, out)
+    texel_pos = np.indices(layouts.texture_extent(shape)[::-1])  # z, y, x of each texel
+    bonus = np.stack([texel_pos[2], texel_pos[1], texel_pos[0], np.zeros_like(texel_pos[0])], -1).astype(np.float32)
+    expected = layouts.from_texels(layouts.to_texels(2 * x) + bonus, shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_int_texture2d(gpu, pipelines, rng):
+    shape = (5, 12)
+    x = rng.integers(-1000, 1000, shape).astype(np.int32)
+    w4, h = 3, 5
+    pipeline = pipelines.get(compile_glsl("int_texel2d.glsl"), {3: w4, 4: h}, (8, 8, 1), label="int_texel2d")
+    out = resources.poisoned(gpu, shape, np.int32, "texture2d")
+    inp = resources.texture_tensor(gpu, x, "texture2d")
+    dispatch(gpu, pipeline, [out, inp], (w4, h, 1))
+    np.testing.assert_array_equal(resources.read(gpu, out), x * 3 - np.tile([1, 2, 3, 4], 3))
+
+
+def test_unwritten_elements_are_detected(gpu, pipelines):
+    n = 37
+    pipeline = pipelines.get(compile_glsl("skip_odd.glsl"), {3: n}, (64, 1, 1), label="skip_odd")
+    out = resources.poisoned(gpu, (n,), np.float32, "buffer")
+    dispatch(gpu, pipeline, [out], (n, 1, 1))
+    mask = layouts.unwritten_mask(resources.read(gpu, out))
+    np.testing.assert_array_equal(np.flatnonzero(mask), np.arange(1, n, 2))
+
+
+def test_float16_buffers(gpu, pipelines, rng):
+    if "shader-f16" not in gpu.features:
+        pytest.skip("NOT_SUPPORTED: adapter lacks shader-f16")
+    n = 64
+    pipeline = pipelines.get(compile_glsl("half_axpy.glsl"), {3: n // 4}, (64, 1, 1), label="half_axpy")
+    x, y = (rng.standard_normal(n).astype(np.float16) for _ in range(2))
+    out = resources.poisoned(gpu, (n,), np.float16, "buffer")
+    dispatch(gpu, pipeline, [out, resources.buffer_tensor(gpu, x), resources.buffer_tensor(gpu, y)], (n // 4, 1, 1))
+    np.testing.assert_array_equal(resources.read(gpu, out), x * np.float16(2) + y)
+
+
+def test_pipeline_cache_reuses(pipelines):
+    spv = compile_glsl("scale_add.glsl")
+    assert pipelines.get(spv, {3: 1}, (64, 1, 1)) is pipelines.get(spv, {3: 1}, (64, 1, 1))
+    assert pipelines.get(spv, {3: 1}, (64, 1, 1)) is not pipelines.get(spv, {3: 2}, (64, 1, 1))
+
+
+def test_wrong_binding_count_is_a_dispatch_error(gpu, pipelines):
+    pipeline = pipelines.get(compile_glsl("scale_add.glsl"), {3: 0}, (64, 1, 1))
+    with pytest.raises(DispatchError, match="shader declares 3 bindings, launcher gave 1"):
+        dispatch(gpu, pipeline, [resources.poisoned(gpu, (4,), np.float32, "buffer")], (4, 1, 1), b"\0" * 8)
+
+
+def test_wrong_resource_kind_is_a_dispatch_error(gpu, pipelines, rng):
+    pipeline = pipelines.get(compile_glsl("scale_add.glsl"), {3: 0}, (64, 1, 1))
+    tex = resources.texture_tensor(gpu, rng.standard_normal((2, 4)).astype(np.float32))
+    with pytest.raises(DispatchError, match="binding 0 .*expects a storage-buffer, launcher gave texture3d"):
+        dispatch(gpu, pipeline, [tex, tex, tex], (4, 1, 1), b"\0" * 8)
+
+
+def test_too_large_workgroup_is_not_supported(pipelines):
+    with pytest.raises(DeviceLimitError, match="exceeds max-compute-invocations-per-workgroup"):
+        pipelines.get(compile_glsl("scale_add.glsl"), {3: 0}, (64, 64, 1))
+
+
+def test_garbage_spirv_does_not_load(pipelines):
+    with pytest.raises(ShaderLoadError):
+        pipelines.get(b"\x03\x02\x23\x07" + b"\0" * 60, {}, (1, 1, 1), label="garbage")

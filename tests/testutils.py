@@ -1,0 +1,62 @@
+"""Shared test helpers: one adapter probe, glslc for the project's own test shaders."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+SHADERS = Path(__file__).parent / "device" / "shaders"
+ADAPTER_ENV = "VKDIFF_DEVICE"
+ET_SRC_ENV = "VKDIFF_ET_SRC"
+
+
+@functools.lru_cache(maxsize=None)
+def vulkan_adapters():
+    """Every Vulkan adapter (probed once per process), filtered by $VKDIFF_DEVICE."""
+    from vkdiff.device.adapters import select
+
+    try:
+        return tuple(select())
+    except Exception:
+        return ()
+
+
+def first_adapter():
+    found = vulkan_adapters()
+    return found[0] if found else None
+
+
+requires_vulkan = pytest.mark.skipif(
+    not vulkan_adapters(),
+    reason=f"NOT_RUN: no Vulkan adapter (install mesa-vulkan-drivers; select with ${ADAPTER_ENV})")
+
+requires_glslc = pytest.mark.skipif(shutil.which("glslc") is None, reason="NOT_RUN: glslc missing (apt-get install glslc)")
+
+requires_et_src = pytest.mark.skipif(
+    not os.environ.get(ET_SRC_ENV),
+    reason=f"NOT_RUN: no ExecuTorch tree; set ${ET_SRC_ENV} to an ExecuTorch checkout to run real ET-VK kernels")
+
+
+@functools.lru_cache(maxsize=None)
+def compile_glsl(name: str, *flags: str) -> bytes:
+    """Compile one of the project's test shaders with ET-VK's glslc flags."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "out.spv")
+        subprocess.run(["glslc", "-fshader-stage=compute", "--target-env=vulkan1.1", "-Werror", "-O", *flags,
+                        str(SHADERS / name), "-o", str(out)], check=True, capture_output=True)
+        return out.read_bytes()
+
+
+def seeded_rng(name: str):
+    """A numpy Generator seeded from a test's name (stable across runs and workers)."""
+    import hashlib
+
+    import numpy as np
+
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
