@@ -30,3 +30,16 @@ def pipelines(gpu):
     from vkdiff.device.dispatch import PipelineCache
 
     return PipelineCache(gpu)
+
+
+@pytest.fixture(scope="session")
+def et_ctx():
+    """A DeviceContext on the first adapter with the ExecuTorch tree of $VKDIFF_ET_SRC."""
+    from vkdiff.device.build import ShaderBuilder, resolve_et_src
+    from vkdiff.device.context import DeviceContext
+
+    et_src = resolve_et_src(None)
+    found = first_adapter()
+    if et_src is None or found is None:
+        pytest.skip("NOT_RUN: needs $VKDIFF_ET_SRC (an ExecuTorch checkout) and a Vulkan adapter")
+    return DeviceContext(*found, ShaderBuilder(et_src))

@@ -81,18 +81,66 @@ def cache_dir() -> Path:
 def resolve_et_src(path: str | os.PathLike | None) -> Path | None:
     """The ExecuTorch tree from ``path`` or ``$VKDIFF_ET_SRC``; None when neither is given.
 
+    ``path`` is a checkout, or ``REPO@REV``: a git repository (local path or URL) and a
+    revision, whose ``backends/vulkan`` is extracted once into the cache.
+
     Raises:
-        EtSourceError: the path exists but holds no ET-VK shaders (names path and what is missing).
+        EtSourceError: the path holds no ET-VK shaders, or the revision cannot be read
+            (names the path and what is missing).
     """
-    raw = path if path is not None else os.environ.get(ET_SRC_ENV)
+    raw = str(path) if path is not None else os.environ.get(ET_SRC_ENV, "")
     if not raw:
         return None
+    if "@" in raw and not Path(raw).expanduser().exists():
+        repo, rev = raw.rsplit("@", 1)
+        return _checkout_revision(repo, rev)
     root = Path(raw).expanduser().resolve()
     if not root.is_dir():
-        raise EtSourceError(f"--et-src {raw}: no such directory (give an ExecuTorch checkout or set {ET_SRC_ENV})")
+        raise EtSourceError(f"--et-src {raw}: no such directory (give an ExecuTorch checkout, REPO@REV, "
+                            f"or set {ET_SRC_ENV})")
     if not (root / GLSL_SUBDIR).is_dir():
         raise EtSourceError(f"--et-src {raw} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
     return root
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], capture_output=True, text=True)
+    if done.returncode:
+        raise EtSourceError(f"git {' '.join(args[:3])}: {done.stderr.strip().splitlines()[-1] if done.stderr else 'failed'}")
+    return done.stdout.strip()
+
+
+def _checkout_revision(repo: str, rev: str) -> Path:
+    """Extract ``backends/vulkan`` of ``repo`` at ``rev`` into ``<cache>/trees/<commit>`` (once)."""
+    if "://" in repo:
+        local = cache_dir() / "repos" / _sha(repo)[:16]
+        if not local.exists():
+            _git("clone", "--bare", "--filter=blob:none", repo, str(local))
+        else:
+            _git("-C", str(local), "fetch", "--tags", "origin", rev)
+        repo = str(local)
+    if not Path(repo).expanduser().exists():
+        raise EtSourceError(f"--et-src {repo}@{rev}: no such repository")
+    commit = _git("-C", repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    target = cache_dir() / "trees" / commit[:16]
+    if not (target / GLSL_SUBDIR).is_dir():
+        staging = Path(tempfile.mkdtemp(prefix=".tree-", dir=_ensure(cache_dir() / "trees")))
+        archive = subprocess.run(["git", "-C", repo, "archive", commit, "backends/vulkan"], capture_output=True)
+        if archive.returncode:
+            raise EtSourceError(f"--et-src {repo}@{rev}: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
+        try:
+            staging.rename(target)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    if not (target / GLSL_SUBDIR).is_dir():
+        raise EtSourceError(f"--et-src {repo}@{rev} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
+    return target
+
+
+def _ensure(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @functools.lru_cache(maxsize=None)

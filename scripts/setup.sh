@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything vkdiff needs on a Debian machine; idempotent and quick when nothing is missing.
+#   system (apt, when root): mesa-vulkan-drivers (lavapipe), libvulkan1, glslc, spirv-tools
+#   python (pip): vkdiff itself, editable, with the pinned dependencies of pyproject.toml and the test extras
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(mesa-vulkan-drivers libvulkan1 glslc spirv-tools)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "vkdiff setup: apt-get install ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "vkdiff setup: missing system packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+fi
+
+python=${PYTHON:-python3}
+if ! "$python" -c "import vkdiff, torch, executorch, torchao, wgpu, pytest, xdist, hypothesis" >/dev/null 2>&1 \
+   || ! "$python" -m pip show vkdiff >/dev/null 2>&1; then
+  echo "vkdiff setup: pip install -e .[test]"
+  "$python" -m pip install -q --disable-pip-version-check -e ".[test]"
+fi

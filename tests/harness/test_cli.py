@@ -1,0 +1,103 @@
+"""vkdiff command line: help, devices, run, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.testutils import requires_glslc, requires_vulkan
+from vkdiff.device import build
+from vkdiff.harness import cli
+from vkdiff.harness.store import load
+
+FAKE_TREE = Path(__file__).parents[1] / "device" / "fake_tree"
+
+RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src PATH]
+                  [--repeat N] [--seed INT] [--results FILE.jsonl] [--list]
+"""
+
+
+def test_run_help_is_pinned(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith(RUN_HELP)
+    for flag in ("--cases PATTERN", "--device SLUG", "--et-src PATH", "--results FILE.jsonl", "--repeat N"):
+        assert flag in out
+
+
+def test_bad_regex_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--cases", "("])
+    assert exit_info.value.code == 2
+    assert "--cases '(' is not a valid regular expression" in capsys.readouterr().err
+
+
+def test_et_src_that_is_not_a_tree_is_one_line(capsys, tmp_path):
+    assert cli.main(["run", "--et-src", str(tmp_path), "--cases", r"M1-K64-N40-g32-fp32-buffer\]$"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"vkdiff: error: --et-src {tmp_path} is not an ExecuTorch tree: missing " \
+                  f"backends/vulkan/runtime/graph/ops/glsl/\n"
+
+
+@requires_vulkan
+def test_unknown_device_lists_slugs(capsys):
+    assert cli.main(["run", "--device", "no-such-gpu", "--cases", r"M1-K64-N40-g32-fp32-buffer\]$"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkdiff: error: no Vulkan adapter matches --device 'no-such-gpu'; available: ")
+    assert err.count("\n") == 1
+
+
+def test_no_case_matches(capsys):
+    assert cli.main(["run", "--cases", "nothing-like-this"]) == 2
+    assert "matches no case; try 'vkdiff run --list'" in capsys.readouterr().err
+
+
+def test_list(capsys):
+    assert cli.main(["run", "--list", "--cases", r"^linear_q4gsw\[M1-K64-N40-g32-fp32-buffer\]$"]) == 0
+    assert capsys.readouterr().out == "linear_q4gsw[M1-K64-N40-g32-fp32-buffer]\n"
+
+
+@requires_vulkan
+def test_devices_json(capsys):
+    assert cli.main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert devices and {"slug", "name", "vendor", "driver", "backend", "adapter_type", "features", "limits"} <= set(
+        devices[0])
+    assert "max-immediate-size" in devices[0]["limits"]
+
+
+@requires_vulkan
+def test_run_without_tree_is_not_run_and_exit_0(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(build.ET_SRC_ENV, raising=False)
+    results = tmp_path / "r.jsonl"
+    assert cli.main(["run", "--cases", "M1-K64-N40-g32-", "--results", str(results)]) == 0
+    loaded = list(load([results]))
+    assert len(loaded) == 4 and {r.status for r in loaded} == {"NOT_RUN"}
+    assert "no ExecuTorch tree" in loaded[0].reason
+
+
+@requires_vulkan
+@requires_glslc
+def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, capsys):
+    """A tree whose weight-packing shader does not compile: every case BUILD_FAIL, none aborts the run."""
+    glsl = tmp_path / "et" / build.GLSL_SUBDIR
+    glsl.mkdir(parents=True)
+    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / "pack_q4_linear_weight.glsl")
+    (glsl / "pack_q4_linear_weight.yaml").write_text(
+        "pack_q4_linear_weight:\n  parameter_names_with_default_values:\n    STORAGE: buffer\n"
+        "  shader_variants:\n    - NAME: pack_q4_linear_weight_buffer\n    - NAME: pack_q4_linear_weight_texture2d\n")
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    results = tmp_path / "r.jsonl"
+    code = cli.main(["run", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-", "--results",
+                     str(results)])
+    assert code == 1
+    loaded = list(load([results]))
+    assert len(loaded) == 2 and {r.status for r in loaded} == {"BUILD_FAIL"}
+    assert "glslc failed" in loaded[0].reason and "undeclared_identifier" in loaded[0].reason
+    assert loaded[0].repro.startswith("vkdiff run --cases")
+    assert "BUILD_FAIL" in capsys.readouterr().err
