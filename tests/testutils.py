@@ -36,7 +36,14 @@ requires_vulkan = pytest.mark.skipif(
     not vulkan_adapters(),
     reason=f"NOT_RUN: no Vulkan adapter (install mesa-vulkan-drivers; select with ${ADAPTER_ENV})")
 
+PREBUILT_ENV = "VKDIFF_TEST_SPV"
+"""Folder of the test shaders compiled elsewhere (``<name>.spv``), for GPU runners without glslc."""
+
 requires_glslc = pytest.mark.skipif(shutil.which("glslc") is None, reason="NOT_RUN: glslc missing (apt-get install glslc)")
+
+requires_test_spirv = pytest.mark.skipif(
+    shutil.which("glslc") is None and not os.environ.get(PREBUILT_ENV),
+    reason=f"NOT_RUN: glslc missing (apt-get install glslc) and no ${PREBUILT_ENV} with prebuilt test shaders")
 
 requires_et_src = pytest.mark.skipif(
     not os.environ.get(ET_SRC_ENV),
@@ -45,7 +52,9 @@ requires_et_src = pytest.mark.skipif(
 
 @functools.lru_cache(maxsize=None)
 def compile_glsl(name: str, *flags: str) -> bytes:
-    """Compile one of the project's test shaders with ET-VK's glslc flags."""
+    """Compile one of the project's test shaders with ET-VK's glslc flags (or read it from $VKDIFF_TEST_SPV)."""
+    if shutil.which("glslc") is None and os.environ.get(PREBUILT_ENV):
+        return Path(os.environ[PREBUILT_ENV], Path(name).stem + ".spv").read_bytes()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "out.spv")
         subprocess.run(["glslc", "-fshader-stage=compute", "--target-env=vulkan1.1", "-Werror", "-O", *flags,

@@ -7,12 +7,12 @@ import struct
 import numpy as np
 import pytest
 
-from tests.testutils import compile_glsl, requires_glslc, requires_vulkan
+from tests.testutils import compile_glsl, requires_test_spirv, requires_vulkan
 from vkdiff.device import layouts, resources
 from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
 from vkdiff.device.dispatch import dispatch, workgroup_count
 
-pytestmark = [requires_vulkan, requires_glslc]
+pytestmark = [requires_vulkan, requires_test_spirv]
 
 
 def test_workgroup_count_is_div_up():

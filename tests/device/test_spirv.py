@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from tests.testutils import compile_glsl, requires_glslc
+from tests.testutils import compile_glsl, requires_test_spirv
 from vkdiff.device import spirv
 
-pytestmark = requires_glslc
+pytestmark = requires_test_spirv
 
 
 def disassemble(spv: bytes, tmp_path) -> str:

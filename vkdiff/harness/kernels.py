@@ -45,19 +45,24 @@ class KernelExecutor:
 
 
 def prepare_linear_q4gsw(case: KernelCase, rng: np.random.Generator) -> Prepared:
-    """Quantize a random weight the torchao way, pack it the ET-VK way, evaluate the reference."""
+    """Random int4 codes over the full [-8, 7] range and positive group scales, packed the ET-VK way.
+
+    Scales are rounded to the kernel dtype before the reference sees them, so the
+    reference evaluates exactly the constants the shader reads.
+    """
     m, k, n, g = (case.size(d) for d in "MKNg")
     dtype = NP_DTYPES[case.dtype]
     x = rng.standard_normal((m, k)).astype(dtype)
-    codes, scales = reference.quantize_int4_group_symmetric(rng.standard_normal((n, k)).astype(np.float32), g)
+    codes = rng.integers(-8, 8, (n, k), dtype=np.int8)
+    scales = (rng.uniform(0.5, 1.5, (n, k // g)) / (8 * np.sqrt(k))).astype(np.float32)
     packed = reference.pack_int4_linear(codes)
     scales_t = reference.transpose_scales(scales, pad_to=4).astype(dtype)
     bias = rng.standard_normal(n).astype(dtype) if case.bias else None
     expected = reference.linear_q4gsw(x, packed, scales_t, g, bias)
-    weight = reference.dequantize_q4gsw_weight(packed, scales_t, g, k)
-    magnitude = np.abs(x.astype(np.float64)) @ np.abs(weight).T
+    weight = np.abs(reference.dequantize_q4gsw_weight(packed, scales_t, g, k)).astype(np.float32)
+    magnitude = np.abs(x.astype(np.float32)) @ weight.T
     if bias is not None:
-        magnitude = magnitude + np.abs(bias.astype(np.float64))
+        magnitude += np.abs(bias.astype(np.float32))
     return Prepared(inputs={"x": x, "packed_weight": packed, "scales": scales_t, "bias": bias},
                     expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(dtype))
 
@@ -97,17 +102,25 @@ def not_run(case: KernelCase, device: str, reason: str, repro: str = "") -> Resu
                   reason=reason, repro=repro, versions=versions())
 
 
+def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
+    """Seeded inputs and the reference output of a case; computed once and shared by every device."""
+    return EXECUTORS[case.op].prepare(case, np.random.default_rng(case.seed(session_seed)))
+
+
 def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, repeat: int = 1,
-             repro: str = "") -> Result:
-    """Run one kernel case on one device; never raises (failures become statuses)."""
+             repro: str = "", prepared: Prepared | None = None) -> Result:
+    """Run one kernel case on one device; never raises (failures become statuses).
+
+    Args:
+        prepared (Prepared | None): the case's inputs and reference, when already computed.
+    """
     start = time.perf_counter()
-    seed = case.seed(session_seed)
     result = Result(case=case.id, op=case.op, variant=case.variant, device=ctx.info.slug, status=Status.ERROR.name,
-                    seed=seed, repro=repro, device_info=ctx.info.to_dict(),
+                    seed=case.seed(session_seed), repro=repro, device_info=ctx.info.to_dict(),
                     versions={**versions(), "et_tree": ctx.builder.tree})
     try:
         executor = EXECUTORS[case.op]
-        prepared = executor.prepare(case, np.random.default_rng(seed))
+        prepared = prepared or prepare_case(case, session_seed)
         launch = executor.launch(ctx, case, prepared)
         _record_launch(result, launch, prepared)
         for _ in range(repeat - 1):

@@ -11,7 +11,7 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
-from vkdiff.harness.kernels import not_run, run_case
+from vkdiff.harness.kernels import Prepared, not_run, prepare_case, run_case
 from vkdiff.harness.store import Result, ResultStore
 
 NO_TREE = "no ExecuTorch tree: pass --et-src PATH or set VKDIFF_ET_SRC to run ET-VK kernels"
@@ -45,17 +45,27 @@ def run_cases(cases: Sequence[KernelCase], devices: Sequence[tuple[DeviceInfo, A
         for case in cases:
             emit(not_run(case, "none", NO_ADAPTER))
         return results
-    builder = ShaderBuilder(et_src) if et_src is not None else None
-    for info, adapter in devices:
-        if builder is None:
+    if et_src is None:
+        for info, _ in devices:
             for case in cases:
                 emit(not_run(case, info.slug, NO_TREE, repro_command(case, info.slug, None)))
-            continue
-        ctx = DeviceContext(info, adapter, builder)
-        for case in cases:
-            emit(run_case(ctx, case, session_seed=seed, repeat=repeat,
-                          repro=repro_command(case, info.slug, et_src)))
+        return results
+    builder = ShaderBuilder(et_src)
+    contexts = [DeviceContext(info, adapter, builder) for info, adapter in devices]
+    for case in cases:
+        prepared = _prepare(case, seed)
+        for ctx in contexts:
+            emit(run_case(ctx, case, session_seed=seed, repeat=repeat, prepared=prepared,
+                          repro=repro_command(case, ctx.info.slug, et_src)))
     return results
+
+
+def _prepare(case: KernelCase, seed: int) -> Prepared | None:
+    """Inputs and reference once for all devices; None lets each device record the failure itself."""
+    try:
+        return prepare_case(case, seed)
+    except Exception:
+        return None
 
 
 def summarize(results: Sequence[Result]) -> dict[str, Counter]:
