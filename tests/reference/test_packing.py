@@ -1,4 +1,6 @@
-"""vkdiff.reference.packing against hand-worked bytes and ET-VK's own packers."""
+"""vkdiff.reference.packing against hand-worked bytes, ET-VK's own packers,
+quantized_decomposed.embedding_4bit, torchao quantization and a scalar
+transcription of the GLSL block writes."""
 
 from __future__ import annotations
 
@@ -11,12 +13,19 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vkdiff.reference import packing
+from torchao.quantization.quant_primitives import MappingType
+from torchao.quantization.quant_primitives import (
+    choose_qparams_affine as ao_choose_qparams_affine,
+)
+from torchao.quantization.quant_primitives import quantize_affine as ao_quantize_affine
+
+from vkdiff.reference import packing, quant
 
 from .helpers import make_rng, random_codes, random_weight
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
+    import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401  (embedding_4bit)
     from executorch.backends.vulkan.patterns.quantized_linear import (
         compute_per_group_sums,
     )
@@ -148,3 +157,170 @@ def test_weight_sums_worked_example() -> None:
     # groups of 2: row0 -> [-1, 2], row1 -> [1, -16]; transposed + padded to 8
     out = packing.weight_sums(q, 2)
     assert out.tolist() == [[-1, 1, 0, 0, 0, 0, 0, 0], [2, -16, 0, 0, 0, 0, 0, 0]]
+
+
+# --- embedding nibble order ----------------------------------------------------
+
+
+def test_pack_embedding_worked_example() -> None:
+    # even code in the HIGH nibble: [-8, 7] -> 0x0F, [0, -1] -> 0x87
+    q = np.array([[-8, 7, 0, -1]], dtype=np.int8)
+    packed = packing.pack_int4_embedding(q)
+    assert packed.tolist() == [[0x0F, 0x87]]
+    assert packing.pack_int4_linear(q).tolist() == [[0xF0, 0x78]]  # the reverse
+    np.testing.assert_array_equal(packing.unpack_int4_embedding(packed), q)
+
+
+@pytest.mark.parametrize("v,d", [(1, 32), (7, 64), (33, 96)])
+def test_pack_embedding_matches_quantized_decomposed_embedding_4bit(
+    rng: np.random.Generator, v: int, d: int
+) -> None:
+    """quantized_decomposed.embedding_4bit (the producer of the embedding
+    convention) decodes our bytes to the original codes (unit scales)."""
+    q = random_codes(rng, (v, d))
+    packed = packing.pack_int4_embedding(q)
+    ones = torch.ones((v, 1), dtype=torch.float32)
+    decoded = torch.ops.quantized_decomposed.embedding_4bit(
+        torch.from_numpy(packed), ones, None, -8, 7, torch.arange(v)
+    ).numpy()
+    np.testing.assert_array_equal(decoded, q.astype(np.float32))
+    # the linear-order bytes of the same codes decode to something else
+    wrong = torch.ops.quantized_decomposed.embedding_4bit(
+        torch.from_numpy(packing.pack_int4_linear(q)), ones, None, -8, 7, torch.arange(v)
+    ).numpy()
+    assert not np.array_equal(wrong, q.astype(np.float32))
+    # ET-VK's export pass repacks to the linear order: same bytes as ours
+    np.testing.assert_array_equal(
+        pack_4bit_weight_tensor(torch.from_numpy(packing.unpack_int4_embedding(packed))).numpy(),
+        packing.pack_int4_linear(q),
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=_N, k_half=_K_HALF)
+def test_pack_embedding_roundtrip_property(n: int, k_half: int) -> None:
+    rng = make_rng("test_pack_embedding_roundtrip_property", n, k_half)
+    q = random_codes(rng, (n, 2 * k_half))
+    np.testing.assert_array_equal(packing.unpack_int4_embedding(packing.pack_int4_embedding(q)), q)
+    b = rng.integers(0, 256, size=(n, k_half), dtype=np.uint8)
+    np.testing.assert_array_equal(packing.pack_int4_embedding(packing.unpack_int4_embedding(b)), b)
+    # embedding order == linear order with the nibbles of every byte swapped
+    swapped = ((b & 0x0F) << 4) | (b >> 4)
+    np.testing.assert_array_equal(packing.unpack_int4_embedding(b), packing.unpack_int4_linear(swapped))
+
+
+# --- static int8 weight sums ---------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 4, 7, 12, 33])
+def test_weight_sums_per_channel_matches_etvk_pass_formula(rng: np.random.Generator, n: int) -> None:
+    """make_linear_q8ta_q8csw_custom_op: weight.sum(dim=1).to(int32), padded to 4."""
+    w = rng.integers(-127, 128, size=(n, 300), dtype=np.int8)
+    ours = packing.weight_sums_per_channel(w)
+    t = torch.from_numpy(w).sum(dim=1).to(torch.int32)
+    if n % 4:
+        t = F.pad(t, (0, 4 - n % 4))
+    assert ours.dtype == np.int32
+    np.testing.assert_array_equal(ours, t.numpy())
+
+
+def test_weight_sums_stride_disagreement_with_tiled_shader(rng: np.random.Generator) -> None:
+    """Documents an ET-VK layout mismatch: compute_per_group_sums pads N to 8,
+    linear_dq8ca_q4gsw_tiled.glsl reads t_weight_sums[g * N4 + n4] (ivec4),
+    i.e. int index g * 4 * ceil(N/4) + n. For N % 8 in 1..4 the shader then
+    reads wrong sums for groups >= 1; for other N (or pad_to=4) it is right."""
+    groups, gs = 3, 8
+
+    def shader_view(flat: np.ndarray, n: int) -> np.ndarray:
+        n4 = -(-n // 4)
+        return np.stack([flat[g * 4 * n4 : g * 4 * n4 + n] for g in range(groups)])
+
+    for n, consistent in [(12, False), (4, False), (9, False), (16, True), (13, True), (7, True)]:
+        q = random_codes(rng, (n, groups * gs))
+        true = packing.weight_sums(q, gs)[:, :n]
+        etvk = compute_per_group_sums(torch.from_numpy(q), gs).numpy().reshape(-1)
+        assert np.array_equal(shader_view(etvk, n), true) == consistent, n
+        np.testing.assert_array_equal(shader_view(packing.weight_sums(q, gs, 4).reshape(-1), n), true)
+
+
+# --- int8 activations in 4H4W blocks with group sums ----------------------------
+
+
+def _shader_pack_4h4w(q: np.ndarray) -> np.ndarray:
+    """Scalar transcription of write_block / pack_into_int32 (GLSL semantics):
+    buffer[(m4 * K4 + k4) * 4 + r] = OR_j (q[4*m4 + r, 4*k4 + j] & 0xFF) << 8j."""
+    m, k = q.shape
+    m4, k4 = -(-m // 4), -(-k // 4)
+    buf = np.zeros(m4 * k4 * 4, dtype=np.int64)
+    for bm in range(m4):
+        for bk in range(k4):
+            for r in range(4):
+                word = 0
+                for j in range(4):
+                    row, col = 4 * bm + r, 4 * bk + j
+                    val = int(q[row, col]) if row < m and col < k else 0
+                    word |= (val & 0xFF) << (8 * j)
+                buf[(bm * k4 + bk) * 4 + r] = word - (1 << 32) if word >= 1 << 31 else word
+    return buf.astype(np.int32)
+
+
+def test_pack_int8_4h4w_worked_example() -> None:
+    q = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)  # M=2 (padded to 4), K=8
+    packed = packing.pack_int8_4h4w(q)
+    assert packed.shape == (1, 2, 4) and packed.dtype == np.int32
+    # row 0, k 0..3 = [-8, -7, -6, -5] -> bytes F8 F9 FA FB little-endian
+    assert int(packed[0, 0, 0]) == int(np.array(0xFBFAF9F8, np.uint32).view(np.int32))
+    # row 1, k 4..7 = [4, 5, 6, 7] -> 0x07060504
+    assert int(packed[0, 1, 1]) == 0x07060504
+    assert (packed[0, :, 2:] == 0).all()  # padding rows
+    np.testing.assert_array_equal(packed.reshape(-1), _shader_pack_4h4w(q))
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.sampled_from([1, 2, 3, 4, 5, 7, 13]), k=st.sampled_from([1, 3, 4, 8, 12, 20]))
+def test_pack_int8_4h4w_roundtrip_and_memory_order(m: int, k: int) -> None:
+    rng = make_rng("test_pack_int8_4h4w_roundtrip_and_memory_order", m, k)
+    q = rng.integers(-128, 128, size=(m, k), dtype=np.int8)
+    packed = packing.pack_int8_4h4w(q)
+    assert packed.shape == (-(-m // 4), -(-k // 4), 4)
+    np.testing.assert_array_equal(packed.reshape(-1), _shader_pack_4h4w(q))
+    np.testing.assert_array_equal(packing.unpack_int8_4h4w(packed, m, k), q)
+    # little-endian byte view == [M4, K4, 4 rows, 4 cols]
+    b = packed.astype("<i4").view(np.int8).reshape(packed.shape[0], packed.shape[1], 4, 4)
+    np.testing.assert_array_equal(b[0, 0, : min(m, 4), : min(k, 4)], q[:4, :4])
+
+
+@pytest.mark.parametrize("m,k,gs", [(1, 64, 32), (5, 96, 32), (13, 256, 128), (8, 48, 16)])
+@pytest.mark.parametrize("zp_dtype", [np.int8, np.float32])
+def test_quantize_and_pack_with_group_sums_matches_torchao(
+    rng: np.random.Generator, m: int, k: int, gs: int, zp_dtype
+) -> None:
+    x = random_weight(rng, (m, k))
+    x[0] = -np.abs(x[0])
+    s, z = quant.choose_qparams_per_token_asymmetric(x, zero_point_dtype=zp_dtype)
+    packed, sums = packing.quantize_and_pack_4h4w_with_group_sums(x, s, z, gs)
+    m4, groups = -(-m // 4), k // gs
+    assert packed.shape == (m4, k // 4, 4) and sums.shape == (groups, 4 * m4)
+    assert packed.dtype == sums.dtype == np.int32
+    ao_s, ao_z = ao_choose_qparams_affine(
+        torch.from_numpy(x), MappingType.ASYMMETRIC, (1, k), torch.int8, -128, 127,
+        zero_point_dtype=torch.int8,
+    )
+    ao_q = ao_quantize_affine(torch.from_numpy(x), (1, k), ao_s, ao_z, torch.int8, -128, 127)
+    np.testing.assert_array_equal(packing.unpack_int8_4h4w(packed, m, k), ao_q.numpy())
+    # sums[g, m] (group-major, like t_int8_input_sums[g * M4 + m4][m % 4])
+    ao_sums = ao_q.to(torch.int64).reshape(m, groups, gs).sum(-1).T.numpy()
+    np.testing.assert_array_equal(sums[:, :m], ao_sums)
+    assert (sums[:, m:] == 0).all() and (packing.unpack_int8_4h4w(packed, 4 * m4, k)[m:] == 0).all()
+    # the row-major [M, G] layout is a different array (transposition detected)
+    if groups > 1 and m > 1:
+        assert not np.array_equal(sums[:, :m].reshape(-1), ao_sums.T.reshape(-1))
+
+
+def test_quantize_and_pack_rejects_bad_group_size(rng: np.random.Generator) -> None:
+    x = random_weight(rng, (3, 24))
+    s, z = quant.choose_qparams_per_token_asymmetric(x)
+    with pytest.raises(ValueError):
+        packing.quantize_and_pack_4h4w_with_group_sums(x, s, z, 6)  # not a multiple of 4
+    with pytest.raises(ValueError):
+        packing.quantize_and_pack_4h4w_with_group_sums(x, s, z, 16)  # does not divide K

@@ -1,6 +1,9 @@
-"""vkdiff.reference.quant against torchao 0.18 (the independent oracle).
+"""vkdiff.reference.quant against torchao 0.18, torch's quantized_decomposed /
+ATen per-tensor quantization and ATen's ChooseQuantizationParams (the
+independent oracles).
 
-Integer codes, zero points and scales must match bit for bit.
+Integer codes, zero points and scales must match bit for bit (except where a
+test documents a float64-vs-float32 bound).
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed ops)
 from torchao.quantization import (
     Int8DynamicActivationIntxWeightConfig,
     IntxWeightOnlyConfig,
@@ -26,6 +30,7 @@ from torchao.quantization.quant_primitives import quantize_affine as ao_quantize
 from torchao.quantization.quantize_.workflows.intx.intx_unpacked_to_int8_tensor import (
     _apply_int8_act_asym_per_token_quant_dequant,
 )
+from torchao.quantization.utils import per_token_dynamic_quant
 
 from vkdiff.reference import quant
 
@@ -336,3 +341,163 @@ def test_rejects_bad_inputs() -> None:
         quant.choose_qparams_group_symmetric(np.ones((2, 10), np.float32) * np.arange(10), 4)
     with pytest.raises(ValueError):
         quant.get_reduction_params((1, 3), (4, 8))
+
+
+# --- per-token dynamic quant: int8 vs float32 zero points ---------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_per_token_dynamic_quant_float_zero_point_path(rng: np.random.Generator, dtype) -> None:
+    """torchao ``per_token_dynamic_quant(zero_point_dtype=float32)`` (the
+    Int8DynActInt4WeightQuantizer activation path) is reproduced bit for bit,
+    and int8 / float32 zero points give identical codes."""
+    x = _activation(rng, (13, 96)).astype(dtype)
+    x[5] = 0  # zero-range row
+    s, z_f = quant.choose_qparams_per_token_asymmetric(
+        x, scale_dtype=np.float32, zero_point_dtype=np.float32
+    )
+    s_i, z_i = quant.choose_qparams_per_token_asymmetric(
+        x, scale_dtype=np.float32, zero_point_dtype=np.int8
+    )
+    assert z_f.dtype == np.float32 and z_i.dtype == np.int8
+    np.testing.assert_array_equal(s.view(np.uint32), s_i.view(np.uint32))
+    np.testing.assert_array_equal(z_f, z_i.astype(np.float32))
+    q_f = quant.quantize_per_token(x, s, z_f)
+    q_i = quant.quantize_per_token(x, s_i, z_i)
+    np.testing.assert_array_equal(q_f, q_i)
+    np.testing.assert_array_equal(q_f, quant.quantize_affine(x, (1, 96), s, z_f, -128, 127))
+    # dequantize_affine's dtype rule: codes and zero point cast to the output
+    # dtype (x.dtype), product promoted with the float32 scale, cast back.
+    d = quant.dequantize_affine(q_f, (1, 96), s, z_f, -128, 127, dtype)
+    assert d.dtype == dtype
+    ao = per_token_dynamic_quant(torch.from_numpy(x), zero_point_dtype=torch.float32)
+    assert_bit_equal(d, ao)
+    ao_i = per_token_dynamic_quant(torch.from_numpy(x), zero_point_dtype=torch.int8)
+    assert_bit_equal(quant.dequantize_affine(q_i, (1, 96), s_i, z_i, -128, 127, dtype), ao_i)
+
+
+def test_quantize_per_token_rejects_fractional_zero_point() -> None:
+    x = np.ones((2, 8), np.float32)
+    with pytest.raises(ValueError):
+        quant.quantize_per_token(x, np.ones(2, np.float32), np.array([0.5, 1.0], np.float32))
+    with pytest.raises(ValueError):
+        quant.quantize_per_token(x, np.ones(3, np.float32), np.zeros(3, np.int8))
+
+
+# --- per-tensor (static q8ta) -------------------------------------------------
+
+
+@pytest.mark.parametrize("scale,zp", [(0.0234567, 3), (0.01, -128), (0.5, 0), (1e-3, 17)])
+def test_quantize_per_tensor_matches_quantized_decomposed(
+    rng: np.random.Generator, scale: float, zp: int
+) -> None:
+    x = rng.standard_normal(4096).astype(np.float32) * np.float32(2.0)
+    x[:4] = [1e30, -1e30, 0.0, -0.0]  # saturation both ways
+    ours = quant.quantize_per_tensor(x, scale, zp)
+    ref = torch.ops.quantized_decomposed.quantize_per_tensor(
+        torch.from_numpy(x), scale, zp, -128, 127, torch.int8
+    )
+    assert_bit_equal(ours, ref)
+    assert ours[0] == 127 and ours[1] == -128
+    u8 = quant.quantize_per_tensor(x, scale, zp + 128, 0, 255, np.uint8)
+    ref8 = torch.ops.quantized_decomposed.quantize_per_tensor(
+        torch.from_numpy(x), scale, zp + 128, 0, 255, torch.uint8
+    )
+    assert_bit_equal(u8, ref8)
+    back = quant.dequantize_per_tensor(ours, scale, zp)
+    ref_back = torch.ops.quantized_decomposed.dequantize_per_tensor(
+        torch.from_numpy(ours), scale, zp, -128, 127, torch.int8
+    )
+    assert_bit_equal(back, ref_back)
+    exact = quant.dequantize_per_tensor(ours, scale, zp, np.float64)
+    np.testing.assert_array_equal(
+        exact, (ours.astype(np.float64) - zp) * np.float64(np.float32(scale))
+    )
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_fused_quantize_matches_aten_and_differs_from_decomposed(rng: np.random.Generator) -> None:
+    """ATen's quantize_per_tensor (fbgemm) adds the zero point before rounding.
+    Near ties it disagrees with quantized_decomposed, so a reference using the
+    wrong one of the two would fail the respective oracle check."""
+    x = rng.standard_normal(200_000).astype(np.float32)
+    scale, zp = 0.0234567, 3
+    fused = quant.quantize_per_tensor(x, scale, zp, fused=True)
+    aten = torch.quantize_per_tensor(torch.from_numpy(x), scale, zp, torch.qint8).int_repr()
+    assert_bit_equal(fused, aten)
+    plain = quant.quantize_per_tensor(x, scale, zp)
+    diff = np.nonzero(plain != fused)[0]
+    assert diff.size > 0 and np.abs(plain[diff].astype(int) - fused[diff]).max() == 1
+    for d in diff:  # only at float32 ties of x * (1 / s)
+        v = x[d] * (np.float32(1) / np.float32(scale))
+        assert v - np.floor(v) == 0.5
+
+
+# --- ET-VK's GPU choose_qparams ----------------------------------------------
+
+
+def test_choose_qparams_etvk_worked_examples() -> None:
+    x = np.zeros((5, 8), np.float32)
+    x[1] = np.linspace(0.0, 2.55, 8)  # all >= 0
+    x[2] = -np.linspace(0.0, 2.55, 8)  # all <= 0
+    x[3] = np.linspace(-1e-3, 2e-3, 8)  # range 3e-3 < 255 * 6.1e-5
+    x[4] = np.linspace(-1.0, 2.0, 8)
+    s, z = quant.choose_qparams_per_row_etvk(x)
+    assert s.dtype == np.float32 and z.dtype == np.int8
+    # zero row: scale 0.1 and zero point qmax (torchao: 2**-126 and qmin)
+    assert s[0] == np.float32(0.1) and z[0] == 127
+    assert s[1] == np.float32(2.55) / np.float32(255) and z[1] == -128
+    assert z[2] == 127
+    assert s[3] == np.float32(6.1e-5)
+    # amplified range [-1e-3, 2e-3] * (6.1e-5 / (3e-3/255)): zp = -128 + 1e-3/scale_orig ≈ -43
+    assert z[3] == -43
+    assert s[4] == np.float32(3.0) / np.float32(255) and z[4] == -43
+    ao_s, ao_z = quant.choose_qparams_per_token_asymmetric(x)
+    assert ao_s[0] == np.finfo(np.float32).smallest_normal and ao_z[0] == -128
+    assert ao_s[3] != s[3]  # the two semantics differ on small/zero rows
+
+
+def test_choose_qparams_etvk_matches_aten_choose_quantization_params(
+    rng: np.random.Generator,
+) -> None:
+    """fbgemm/ATen ChooseQuantizationParams (via torch._choose_qparams_per_tensor,
+    uint8 range, computed in double) is the oracle: zero points equal after the
+    -128 shift, scales within one float32 ulp (ATen divides in double)."""
+    rows = 300
+    mag = (10.0 ** rng.uniform(-7, 2, size=(rows, 1))).astype(np.float32)
+    x = rng.standard_normal((rows, 64)).astype(np.float32) * mag
+    x[0::5] = np.abs(x[0::5])
+    x[1::5] = -np.abs(x[1::5])
+    s, z = quant.choose_qparams_per_row_etvk(x)
+    n_small = 0
+    for i in range(rows):
+        a_s, a_z = torch._choose_qparams_per_tensor(torch.from_numpy(x[i]), False)
+        assert z[i] == a_z - 128, i
+        assert abs(int(s[i].view(np.int32)) - int(np.float32(a_s).view(np.int32))) <= 1, i
+        n_small += bool(s[i] == np.float32(6.1e-5))
+    assert n_small > 20  # the small-scale branch was exercised
+
+
+def test_choose_qparams_etvk_equals_torchao_on_ordinary_rows(rng: np.random.Generator) -> None:
+    x = _activation(rng, (64, 128))
+    s, z = quant.choose_qparams_per_row_etvk(x, zero_point_dtype=np.int32)
+    ao_s, ao_z = ao_choose_qparams_affine(
+        torch.from_numpy(x), MappingType.ASYMMETRIC, (1, 128), torch.int8, -128, 127,
+        zero_point_dtype=torch.int32,
+    )
+    assert_bit_equal(s, ao_s)
+    assert_bit_equal(z, ao_z)
+
+
+def test_choose_qparams_etvk_ignores_k_tail_and_fp16(rng: np.random.Generator) -> None:
+    x = _activation(rng, (6, 10))
+    x[:, 8:] = 1e6  # the shader reads K // 4 texels: these are never seen
+    s, z = quant.choose_qparams_per_row_etvk(x)
+    s8, z8 = quant.choose_qparams_per_row_etvk(np.ascontiguousarray(x[:, :8]))
+    np.testing.assert_array_equal(s, s8)
+    np.testing.assert_array_equal(z, z8)
+    s16, z16 = quant.choose_qparams_per_row_etvk(x[:, :8].astype(np.float16))
+    assert s16.dtype == np.float16
+    s32, z32 = quant.choose_qparams_per_row_etvk(x[:, :8].astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(s16, s32.astype(np.float16))
+    np.testing.assert_array_equal(z16, z32)

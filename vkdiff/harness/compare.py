@@ -110,6 +110,10 @@ class ErrorStatistics:
     """Up to five indices over tolerance, in order."""
     shape_mismatch: str = ""
     """``"actual (a,b) vs expected (c,d)"`` when shapes differ."""
+    error_hist: dict[str, list] = dataclasses.field(default_factory=dict)
+    """Histogram of ``log10(|a-e| / bound)`` (``edges``, ``counts``; exact elements in ``exact``)."""
+    error_map: list[list[float]] | None = None
+    """For failures: ``|a-e| / bound`` max-pooled to at most 32×32 over the output viewed 2-D (rows × last dim)."""
 
     @classmethod
     def from_arrays(cls, actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
@@ -131,6 +135,8 @@ class ErrorStatistics:
         noise = float(np.sum(diff**2))
         signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
         bad = np.argwhere(over)
+        ratio_all = np.where(np.isfinite(diff), diff, np.inf) / np.maximum(bound, 1e-300)
+        ratio_all = np.where(written & ~nan & ~inf, ratio_all, np.inf)
         return cls(
             total=int(e.size), mismatches=int(over.sum()),
             max_abs=float(diff.max()) if diff.size else 0.0,
@@ -140,6 +146,8 @@ class ErrorStatistics:
             unwritten=0 if unwritten is None else int(unwritten.sum()),
             worst_index=[int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape)] if over.any() else None,
             first_mismatches=[[int(i) for i in idx] for idx in bad[:MAX_REPORTED_INDICES]],
+            error_hist=_histogram(ratio_all),
+            error_map=_pooled(ratio_all) if over.any() else None,
         )
 
     def status(self) -> Status:
@@ -184,6 +192,27 @@ class ErrorStatistics:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+HIST_EDGES = [float(e) for e in range(-8, 5)]
+"""log10 bins of error/bound: 1e-8 … 1e4; 0 is the tolerance edge."""
+
+
+def _histogram(ratio: np.ndarray) -> dict[str, list]:
+    flat = ratio.reshape(-1)
+    exact = int(np.sum(flat == 0))
+    logs = np.log10(np.clip(flat[flat > 0], 1e-8, 1e4))
+    counts, _ = np.histogram(logs, bins=HIST_EDGES)
+    return {"edges": HIST_EDGES, "counts": [int(c) for c in counts], "exact": exact}
+
+
+def _pooled(ratio: np.ndarray, size: int = 32) -> list[list[float]]:
+    """Max-pool the error ratio of an output (viewed rows × last dim) to at most ``size``×``size``."""
+    grid = ratio.reshape(-1, ratio.shape[-1]) if ratio.ndim > 1 else ratio.reshape(1, -1)
+    rows = np.array_split(np.arange(grid.shape[0]), min(size, grid.shape[0]))
+    cols = np.array_split(np.arange(grid.shape[1]), min(size, grid.shape[1]))
+    pooled = [[float(np.max(grid[np.ix_(r, c)])) for c in cols] for r in rows]
+    return [[v if np.isfinite(v) else 1e30 for v in row] for row in pooled]
 
 
 def assert_within(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,

@@ -1,4 +1,5 @@
-"""Reference 4-bit group-wise symmetric linear (ET-VK ``linear_q4gsw``).
+"""Reference 4-bit group-wise symmetric linears (ET-VK ``linear_q4gsw`` and
+``linear_dq8ca_q4gsw``).
 
 Pure numpy, float64 accumulation. Consumes the tensors in exactly the layout
 ET-VK stores them (see :mod:`vkdiff.reference.packing`).
@@ -11,11 +12,19 @@ from typing import Optional
 import numpy as np
 
 from vkdiff.reference.packing import unpack_int4_linear
-from vkdiff.reference.quant import choose_qparams_group_symmetric, quantize_affine
+from vkdiff.reference.quant import (
+    choose_qparams_group_symmetric,
+    choose_qparams_per_row_etvk,
+    choose_qparams_per_token_asymmetric,
+    quantize_affine,
+    quantize_per_token,
+)
 
 __all__ = [
     "dequantize_q4gsw_weight",
     "linear_q4gsw",
+    "linear_dq8ca_q4gsw",
+    "linear_dq8ca_q4gsw_dynamic",
     "quantize_int4_group_symmetric",
 ]
 
@@ -48,9 +57,11 @@ def dequantize_q4gsw_weight(
         raise ValueError(
             f"scales shape {scales.shape} incompatible with [{groups}, >={n}]"
         )
-    codes = unpack_int4_linear(packed_weight, k)
+    codes = unpack_int4_linear(packed_weight, k).reshape(n, groups, group_size)
     s = scales[:, :n].T.astype(np.float64)  # [N, G]
-    w = codes.reshape(n, groups, group_size).astype(np.float64) * s[:, :, None]
+    # One ufunc pass: int8 codes are cast to float64 inside the loop, so the
+    # [N, K] float64 array is written once (no float64 temporary of the codes).
+    w = np.multiply(codes, s[:, :, None], dtype=np.float64)
     return w.reshape(n, k)
 
 
@@ -126,3 +137,133 @@ def quantize_int4_group_symmetric(
     )
     codes = quantize_affine(w, (1, group_size), scales, zeros, -8, 7, np.int8)
     return codes, scales
+
+
+def _check_q4gsw_params(
+    n: int, k: int, group_size: int, scales: np.ndarray, sums: Optional[np.ndarray]
+) -> int:
+    """Validates the transposed scales / weight sums; returns ``K // gs``."""
+    if group_size <= 0 or k % group_size != 0:
+        raise ValueError(f"group_size {group_size} must divide K={k}")
+    groups = k // group_size
+    for name, a in (("scales", scales), ("weight_sums", sums)):
+        if a is not None and (a.ndim != 2 or a.shape[0] != groups or a.shape[1] < n):
+            raise ValueError(f"{name} shape {a.shape} incompatible with [{groups}, >={n}]")
+    return groups
+
+
+def linear_dq8ca_q4gsw(
+    x: np.ndarray,
+    input_scale: np.ndarray,
+    input_zero_point: np.ndarray,
+    packed_weight: np.ndarray,
+    weight_sums: np.ndarray,
+    scales: np.ndarray,
+    group_size: int,
+    bias: Optional[np.ndarray] = None,
+) -> np.ndarray:
+    """Reference for ``et_vk.linear_dq8ca_q4gsw`` (int8 dynamic activations).
+
+    The integer path of ``linear_dq8ca_q4gsw_tiled.glsl``. Per row ``m`` of
+    ``x[..., K]`` (flattened to ``[M, K]``), with ``s_x = input_scale[m]``,
+    ``z = input_zero_point[m]``, int4 codes ``c[n, k]`` (unpacked from
+    ``packed_weight``), ``s_w[g, n] = scales[g, n]`` and ``ws = weight_sums``::
+
+        q[m, k]    = clip(round_half_even(x[m, k] * (1 / s_x)) + z, -128, 127)   # int8
+        acc[g,m,n] = sum_{k in group g} q[m, k] * c[n, k]                          # exact
+        out[m, n]  = s_x * sum_g s_w[g, n] * (acc[g, m, n] - z * ws[g, n]) + bias[n]
+
+    which equals ``sum_k (q[m, k] - z) * s_x * c[n, k] * s_w[k // gs, n] + bias[n]``
+    when ``ws`` are the true code sums (:func:`~vkdiff.reference.packing.weight_sums`).
+    The shader computes ``acc`` over the unsigned nibbles ``u = c + 8`` and
+    then ``acc_u - (ws + 8*gs)*z + 8*(gs*z - sum_k q)``, which is the same
+    integer. ``acc`` and ``acc - z*ws`` are exact (float64 holds these
+    integers exactly); ``s_w * (acc - z*ws)`` is exact too (24-bit scale
+    times an integer below 2**29); only the sum over groups, the final
+    ``* s_x`` and the bias add round, in float64.
+
+    ET-VK dispatch notes: this integer path only runs for ``M > 1`` on
+    devices with int8 dot products. For ``M == 1`` (gemv) or without int8
+    dot products ET-VK computes the weight-only ``linear_q4gsw`` on the float
+    input (reference: :func:`linear_q4gsw`); the eager CPU op
+    ``torch.ops.et_vk.linear_dq8ca_q4gsw`` always does that, i.e. ignores
+    ``input_scale`` / ``input_zero_point`` entirely.
+
+    Args:
+        x: float16/float32/float64 activations ``[..., K]``.
+        input_scale: Per-row scales, ``prod(x.shape[:-1])`` elements.
+        input_zero_point: Per-row integral zero points, int8/int32 or float32
+            (identical results).
+        packed_weight: uint8 ``[N, Kp // 2]`` linear-convention int4 codes.
+        weight_sums: int32 ``[K // gs, N_padded]`` per-group code sums (ET-VK
+            pads N to 8; padding ignored).
+        scales: Transposed weight scales ``[K // gs, N_padded]``.
+        group_size: Input channels per group; must divide K.
+        bias: Optional ``[N]`` (or padded, extra entries ignored).
+
+    Returns:
+        float64 ``[..., N]``.
+    """
+    x = np.asarray(x)
+    k = x.shape[-1]
+    n = packed_weight.shape[0]
+    scales = np.asarray(scales)
+    weight_sums = np.asarray(weight_sums)
+    groups = _check_q4gsw_params(n, k, group_size, scales, weight_sums)
+    xm = x.reshape(-1, k)
+    m = xm.shape[0]
+    q = quantize_per_token(xm, input_scale, input_zero_point).astype(np.float64)
+    s_x = np.asarray(input_scale, dtype=np.float64).reshape(m, 1)
+    z = np.asarray(input_zero_point, dtype=np.float64).reshape(m, 1)
+    codes = unpack_int4_linear(packed_weight, k).astype(np.float64)
+    s_w = scales[:, :n].astype(np.float64)
+    ws = weight_sums[:, :n].astype(np.float64)
+    out = np.zeros((m, n), dtype=np.float64)
+    for g in range(groups):
+        cols = slice(g * group_size, (g + 1) * group_size)
+        acc = q[:, cols] @ codes[:, cols].T  # exact integers (< 2**53)
+        acc -= z * ws[g]
+        acc *= s_w[g]
+        out += acc
+    out *= s_x
+    if bias is not None:
+        out += np.asarray(bias, dtype=np.float64)[:n]
+    return out.reshape(*x.shape[:-1], n)
+
+
+def linear_dq8ca_q4gsw_dynamic(
+    x: np.ndarray,
+    packed_weight: np.ndarray,
+    weight_sums: np.ndarray,
+    scales: np.ndarray,
+    group_size: int,
+    bias: Optional[np.ndarray] = None,
+    qparams: str = "torchao",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The full dynamic path: choose per-row qparams, then :func:`linear_dq8ca_q4gsw`.
+
+    Args:
+        x: float16/float32 activations ``[..., K]``.
+        packed_weight: See :func:`linear_dq8ca_q4gsw`.
+        weight_sums: See :func:`linear_dq8ca_q4gsw`.
+        scales: See :func:`linear_dq8ca_q4gsw`.
+        group_size: See :func:`linear_dq8ca_q4gsw`.
+        bias: See :func:`linear_dq8ca_q4gsw`.
+        qparams: ``"torchao"``: :func:`~vkdiff.reference.quant.choose_qparams_per_token_asymmetric`
+            (what the exported graph's ``torchao.choose_qparams_affine``
+            means); ``"etvk"``: :func:`~vkdiff.reference.quant.choose_qparams_per_row_etvk`
+            (what ET-VK's GPU computes for that node).
+
+    Returns:
+        ``(out, input_scale, input_zero_point)``: float64 ``[..., N]`` and
+        the qparams used (shape ``x.shape[:-1]``; int8 zero points).
+    """
+    x = np.asarray(x)
+    if qparams == "torchao":
+        s_x, z = choose_qparams_per_token_asymmetric(x, zero_point_dtype=np.int8)
+    elif qparams == "etvk":
+        s_x, z = choose_qparams_per_row_etvk(x)
+    else:
+        raise ValueError(f"qparams must be 'torchao' or 'etvk', got {qparams!r}")
+    out = linear_dq8ca_q4gsw(x, s_x, z, packed_weight, weight_sums, scales, group_size, bias)
+    return out, s_x, z

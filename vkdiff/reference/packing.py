@@ -1,7 +1,8 @@
-"""ET-VK constant-tensor packing for 4-bit group-wise linear (numpy only).
+"""ET-VK tensor packing for the quantized linear / embedding ops (numpy only).
 
-Reproduces what ``executorch/backends/vulkan/patterns/quantized_linear.py`` and
-``weight_packing_utils.py`` do to the torchao tensors at export time:
+Reproduces what ``executorch/backends/vulkan/patterns/quantized_linear.py``,
+``quantized_embedding.py`` and ``weight_packing_utils.py`` do to the torchao
+tensors at export time:
 
 * int4 codes ``q[N, K]`` (int8 storage, values in [-8, 7]) are packed two per
   byte along K (:func:`pack_int4_linear`),
@@ -9,7 +10,16 @@ Reproduces what ``executorch/backends/vulkan/patterns/quantized_linear.py`` and
   width (N) is zero-padded to a multiple of 4 (:func:`transpose_scales`),
 * for the dynamic-int8-activation variant (``linear_dq8ca_q4gsw``) the
   per-group sums of the codes are stored as int32 ``[K // gs, N]`` with the
-  width zero-padded to a multiple of 8 (:func:`weight_sums`).
+  width zero-padded to a multiple of 8 (:func:`weight_sums`),
+* for the static int8 linear (``linear_q8ta_q8csw``) the per-output-channel
+  sums of the int8 codes, zero-padded to a multiple of 4
+  (:func:`weight_sums_per_channel`),
+* 4-bit embedding tables in the ``quantized_decomposed.embedding_4bit``
+  nibble order (:func:`pack_int4_embedding`), the opposite of the linear one.
+
+and what the GPU does at run time to activations of ``linear_dq8ca_q4gsw``:
+int8 codes in ``kPackedInt8_4H4W`` blocks plus per-group row sums
+(:func:`pack_int8_4h4w`, :func:`quantize_and_pack_4h4w_with_group_sums`).
 
 All arrays are C-contiguous, row-major; "width" is the last (innermost) axis.
 """
@@ -20,6 +30,8 @@ from typing import Optional
 
 import numpy as np
 
+from vkdiff.reference.quant import quantize_per_token
+
 __all__ = [
     "pad_last_dim",
     "pack_int4_linear",
@@ -27,6 +39,12 @@ __all__ = [
     "transpose_scales",
     "untranspose_scales",
     "weight_sums",
+    "weight_sums_per_channel",
+    "pack_int4_embedding",
+    "unpack_int4_embedding",
+    "pack_int8_4h4w",
+    "unpack_int8_4h4w",
+    "quantize_and_pack_4h4w_with_group_sums",
 ]
 
 INT4_MIN = -8
@@ -184,6 +202,13 @@ def weight_sums(q: np.ndarray, group_size: int, pad_to: int = 8) -> np.ndarray:
     for ``n < N``; zero for the padding columns up to
     ``N_padded = ceil(N / pad_to) * pad_to``.
 
+    Note: ET-VK's export pass pads to 8, but ``linear_dq8ca_q4gsw_tiled.glsl``
+    indexes the sums as ``ivec4 t_weight_sums[g * N4 + n4]`` with
+    ``N4 = ceil(N / 4)``, i.e. a row stride of ``ceil(N / 4) * 4`` ints.
+    The two agree only when ``N % 8`` is 0 or in 5..7; for ``N % 8`` in 1..4
+    and more than one group the shader reads group ``g >= 1`` sums from the
+    wrong offset. ``pad_to=4`` gives the layout the shader indexes.
+
     Args:
         q: Integer codes ``[N, K]`` (int4 values stored as int8).
         group_size: Codes per group along K; must divide K.
@@ -200,3 +225,190 @@ def weight_sums(q: np.ndarray, group_size: int, pad_to: int = 8) -> np.ndarray:
         raise ValueError(f"group_size {group_size} must divide K={k}")
     sums = q.astype(np.int64).reshape(n, k // group_size, group_size).sum(axis=2)
     return pad_last_dim(sums.T.astype(np.int32), pad_to)
+
+
+def weight_sums_per_channel(q: np.ndarray, pad_to: int = 4) -> np.ndarray:
+    """Per-output-channel sums of int8 codes (``linear_q8ta_q8csw`` layout).
+
+    ``out[n] = sum_k q[n, k]`` (exact) for ``n < N``, zero up to
+    ``ceil(N / pad_to) * pad_to``; int32. This is what ET-VK's
+    ``make_linear_q8ta_q8csw_custom_op`` / ``make_q8ta_linear_custom_op``
+    store (``weight.sum(dim=1).to(int32)`` padded to a multiple of 4).
+
+    Args:
+        q: Integer codes ``[N, K]``.
+        pad_to: Width alignment (ET-VK uses 4).
+
+    Returns:
+        int32 array ``[N_padded]``.
+    """
+    q = np.asarray(q)
+    if q.ndim != 2 or not np.issubdtype(q.dtype, np.integer):
+        raise ValueError(f"expected 2-D integer [N, K], got {q.dtype} {q.shape}")
+    return pad_last_dim(q.astype(np.int64).sum(axis=1).astype(np.int32), pad_to)
+
+
+def pack_int4_embedding(q: np.ndarray) -> np.ndarray:
+    """Packs int4 codes two per byte in the *embedding* nibble order.
+
+    For ``q`` of shape ``[V, D]`` the result ``p`` has shape ``[V, D // 2]``::
+
+        p[v, j] = ((q[v, 2j] + 8) << 4) | (q[v, 2j + 1] + 8)
+
+    i.e. the even-index code goes in the HIGH nibble -- the reverse of
+    :func:`pack_int4_linear`. This is the layout of
+    ``quantized_decomposed.embedding_4bit`` weights and what
+    ``et_vk.embedding_q4gsw(..., is_linear_weight=False)`` consumes
+    (``embedding_q4gsw.glsl``, non-linear branch: element ``d`` is
+    ``byte >> 4``, element ``d + 1`` is ``byte & 0xF``). ET-VK's export
+    passes always repack to the linear order and pass
+    ``is_linear_weight=True``. Example: ``[[-8, 7, 0, -1]] -> [[0x0F, 0x87]]``.
+
+    Args:
+        q: Integer array ``[V, D]`` in [-8, 7], ``D`` even.
+
+    Returns:
+        uint8 array ``[V, D // 2]``.
+    """
+    q = _check_int4_codes(q)
+    if q.shape[1] % 2 != 0:
+        raise ValueError(f"D must be even to pack int4 pairs, got D={q.shape[1]}")
+    u = (q.astype(np.int16) + INT4_OFFSET).astype(np.uint8)
+    return np.ascontiguousarray((u[:, 0::2] << 4) | u[:, 1::2])
+
+
+def unpack_int4_embedding(packed: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_int4_embedding`.
+
+    ``q[v, 2j] = (packed[v, j] >> 4) - 8``, ``q[v, 2j + 1] = (packed[v, j] & 0xF) - 8``.
+
+    Args:
+        packed: uint8 ``[V, D // 2]``.
+
+    Returns:
+        int8 ``[V, D]`` in [-8, 7].
+    """
+    packed = np.asarray(packed)
+    if packed.ndim != 2 or packed.dtype != np.uint8:
+        raise ValueError(f"expected 2-D uint8, got {packed.dtype} {packed.shape}")
+    v, half = packed.shape
+    out = np.empty((v, 2 * half), dtype=np.int8)
+    out[:, 0::2] = (packed >> 4).astype(np.int8) - INT4_OFFSET
+    out[:, 1::2] = (packed & 0x0F).astype(np.int8) - INT4_OFFSET
+    return out
+
+
+def pack_int8_4h4w(q: np.ndarray) -> np.ndarray:
+    """Packs int8 codes ``[M, K]`` into ET-VK ``kPackedInt8_4H4W`` blocks.
+
+    M and K are zero-padded to ``M4 * 4`` and ``K4 * 4`` (``M4 = ceil(M / 4)``,
+    ``K4 = ceil(K / 4)``). Block ``(m4, k4)`` covers rows ``4*m4 .. 4*m4+3`` and
+    columns ``4*k4 .. 4*k4+3``; it is one ``ivec4`` whose component ``r`` packs
+    row ``4*m4 + r`` little-endian (``pack_into_int32`` in ``common.glslh``)::
+
+        out[m4, k4, r] = sum_{j<4} (q[4*m4 + r, 4*k4 + j] & 0xFF) << (8 * j)   (as int32)
+
+    Memory order is that of the buffer ``t_packed_int8_input[m4 * K4 + k4]``
+    (``write_block`` in ``linear_int8_input_block.glslh``): C order of
+    ``out``, so ``out.view(np.int8)`` on a little-endian host reads
+    ``[M4, K4, 4 rows, 4 cols]``.
+
+    Args:
+        q: Integer codes in [-128, 127], shape ``[M, K]``.
+
+    Returns:
+        int32 array ``[M4, K4, 4]``.
+    """
+    q = np.asarray(q)
+    if q.ndim != 2 or not np.issubdtype(q.dtype, np.integer):
+        raise ValueError(f"expected 2-D integer [M, K], got {q.dtype} {q.shape}")
+    if q.size and (q.min() < -128 or q.max() > 127):
+        raise ValueError("int8 codes out of [-128, 127]")
+    m, k = q.shape
+    m4, k4 = -(-m // 4), -(-k // 4)
+    padded = np.zeros((m4 * 4, k4 * 4), dtype=np.int8)
+    padded[:m, :k] = q
+    blocks = np.ascontiguousarray(padded.reshape(m4, 4, k4, 4).transpose(0, 2, 1, 3))
+    return blocks.view("<i4").reshape(m4, k4, 4).astype(np.int32)
+
+
+def unpack_int8_4h4w(packed: np.ndarray, m: int, k: int) -> np.ndarray:
+    """Inverse of :func:`pack_int8_4h4w`, cropping to ``[m, k]``.
+
+    ``q[4*m4 + r, 4*k4 + j] = sign_extend((packed[m4, k4, r] >> (8 * j)) & 0xFF)``.
+
+    Args:
+        packed: int32 ``[M4, K4, 4]`` (or the same number of int32s flat).
+        m: Real number of rows, ``<= 4 * M4``.
+        k: Real number of columns, ``<= 4 * K4``.
+
+    Returns:
+        int8 ``[m, k]``.
+    """
+    m4, k4 = -(-m // 4), -(-k // 4)
+    packed = np.asarray(packed)
+    if packed.dtype != np.int32 or packed.size != m4 * k4 * 4:
+        raise ValueError(
+            f"expected {m4 * k4 * 4} int32 for m={m}, k={k}; got {packed.dtype} {packed.shape}"
+        )
+    b = packed.reshape(m4, k4, 4).astype("<i4").view(np.int8).reshape(m4, k4, 4, 4)
+    return np.ascontiguousarray(b.transpose(0, 2, 1, 3).reshape(m4 * 4, k4 * 4)[:m, :k])
+
+
+def quantize_and_pack_4h4w_with_group_sums(
+    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, group_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reference for ET-VK's ``quantize_and_pack_4h4w_with_group_sums`` shader.
+
+    The first stage of ``linear_dq8ca_q4gsw`` for ``M > 1``: per-row int8
+    quantization of the float activations ``x[M, K]``, packed into 4H4W
+    blocks, plus the per-(group, row) sum of the int8 codes. With per-row
+    ``scale[m]`` / integral ``zero_point[m]``::
+
+        q[m, k] = clip(round_half_even(x[m, k] * (1 / scale[m])) + zero_point[m], -128, 127)
+        packed  = pack_int8_4h4w(q)                               # [M4, K4, 4] int32
+        sums[g, m] = sum_{k = g*gs}^{(g+1)*gs - 1} q[m, k]        # [G, M4 * 4] int32
+
+    ``q`` is torchao's ``quantize_affine`` with block ``(1, K)`` (reciprocal
+    computed in ``scale.dtype``, product in the wider of ``x`` / ``scale``), which
+    is also what the shader evaluates (``round(vec4(x) * (1.0 / scale)) + zp``,
+    GLSL ``round`` ties aside). ``sums`` is stored exactly like the shader's
+    ``t_int8_input_sums[g * M4 + m4]`` ivec4 buffer (component = row within
+    the block), i.e. **group-major** ``[G, M_padded]``, ``M_padded = 4 * M4``.
+
+    Padding rows ``M <= m < M_padded``: ET-VK computes them from out-of-range
+    input texels and scale texels (undefined values); they never reach the
+    output. Here they are 0 in both ``packed`` and ``sums``; compare only
+    rows ``< M``.
+
+    Note: ``group_size`` must be a multiple of 4 (ET-VK uses ``K4_per_group =
+    group_size / 4``). The shader's per-worker accumulation
+    ``local_sum += dotPacked4x8AccSatEXT(block, 0x01010101, local_sum)``
+    double-counts whenever one worker handles more than one block of a
+    group, i.e. ``group_size / 4`` greater than the 16 (``group_size < 128``,
+    ``o4w16``) or 32 (``group_size >= 128``, ``o2w32``) workers; this
+    reference gives the true sums.
+
+    Args:
+        x: float16/float32 activations ``[M, K]``, ``K % group_size == 0``.
+        scale: Per-row scales, ``M`` elements (any shape).
+        zero_point: Per-row integral zero points (int8/int32 or float), ``M``
+            elements.
+        group_size: Group size along K; multiple of 4 dividing K.
+
+    Returns:
+        ``(packed, sums)``: int32 ``[M4, K4, 4]`` and int32 ``[K // group_size, 4 * M4]``.
+    """
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"expected 2-D [M, K] activations, got shape {x.shape}")
+    m, k = x.shape
+    if group_size <= 0 or group_size % 4 or k % group_size:
+        raise ValueError(f"group_size {group_size} must be a multiple of 4 dividing K={k}")
+    q = quantize_per_token(x, scale, zero_point)
+    packed = pack_int8_4h4w(q)
+    m_pad = packed.shape[0] * 4
+    sums = np.zeros((k // group_size, m_pad), dtype=np.int32)
+    sums[:, :m] = q.astype(np.int64).reshape(m, k // group_size, group_size).sum(axis=2).T
+    return packed, sums
+

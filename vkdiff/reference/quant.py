@@ -6,7 +6,13 @@ that the ET-VK quantized linear paths depend on:
 * ``_choose_qparams_affine`` for ``MappingType.SYMMETRIC`` and
   ``MappingType.ASYMMETRIC``,
 * ``quantize_affine`` (integer zero-point domain),
-* ``dequantize_affine``.
+* ``dequantize_affine``,
+
+plus the per-tensor int8 quantize/dequantize used by ET-VK's static ``q8ta``
+ops (:func:`quantize_per_tensor`, :func:`dequantize_per_tensor`, bit-exact with
+``torch.ops.quantized_decomposed`` and with the shaders' float32 formulas) and
+ET-VK's own GPU choose-qparams (:func:`choose_qparams_per_row_etvk`), which does
+*not* follow torchao (see its docstring).
 
 Exactness contract: for float32 and float16 inputs every function performs the
 same IEEE operations, in the same dtype and in the same order, as torchao on
@@ -53,6 +59,10 @@ __all__ = [
     "choose_qparams_per_token_asymmetric",
     "quantize_affine",
     "dequantize_affine",
+    "quantize_per_token",
+    "quantize_per_tensor",
+    "dequantize_per_tensor",
+    "choose_qparams_per_row_etvk",
 ]
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -449,3 +459,254 @@ def dequantize_affine(
         d = d - np.asarray(zero_point).reshape(shape_a).astype(out_dt)
     d = d * np.asarray(scale).reshape(shape_a)
     return d.reshape(q.shape).astype(out_dt)
+
+
+def quantize_per_token(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zero_point: np.ndarray,
+    qmin: int = -128,
+    qmax: int = 127,
+) -> np.ndarray:
+    """Per-token (per-row) int8 quantization, torchao ``quantize_affine``.
+
+    With one ``(scale, zero_point)`` per row of ``x[..., K]``::
+
+        q[t, k] = clip(round_half_even(x[t, k] * (1 / scale[t])) + zero_point[t], qmin, qmax)
+
+    exactly :func:`quantize_affine` with block ``(1, ..., 1, K)``. The zero
+    point may be integer (int8/int32) or float (torchao's
+    ``per_token_dynamic_quant(zero_point_dtype=torch.float32)``): it must be
+    integral and then the codes are identical.
+
+    Args:
+        x: float16/float32/float64 ``[..., K]``.
+        scale: ``prod(x.shape[:-1])`` per-row scales (any shape).
+        zero_point: Same number of integral zero points.
+        qmin: Lower clamp bound.
+        qmax: Upper clamp bound.
+
+    Returns:
+        int8 codes of ``x.shape``.
+
+    Raises:
+        ValueError: On a size mismatch or a non-integral zero point.
+    """
+    x = _as_float_array(x, "x")
+    k = x.shape[-1]
+    rows = x.reshape(-1, k)
+    m = rows.shape[0]
+    s = _as_float_array(scale, "scale").reshape(-1)
+    z = np.asarray(zero_point).reshape(-1)
+    if s.size != m or z.size != m:
+        raise ValueError(f"need {m} scales/zero points, got {s.size}/{z.size}")
+    if z.dtype.kind == "f" and not np.array_equal(z, np.rint(z)):
+        raise ValueError("zero points must be integral")
+    q = quantize_affine(rows, (1, k), s.reshape(m, 1), z.reshape(m, 1), qmin, qmax, np.int8)
+    return q.reshape(x.shape)
+
+
+# --- per-tensor int8 (static q8ta ops) ----------------------------------------
+
+
+def _scalar_f32(v: object, name: str) -> np.float32:
+    """Returns ``v`` (a Python/numpy scalar or 1-element array) as float32."""
+    a = np.asarray(v)
+    if a.size != 1:
+        raise ValueError(f"{name} must be a scalar, got shape {a.shape}")
+    return np.float32(a.reshape(()))
+
+
+def _scalar_int(v: object, name: str) -> int:
+    """Returns ``v`` as a Python int, rejecting non-integral values."""
+    a = np.asarray(v)
+    if a.size != 1:
+        raise ValueError(f"{name} must be a scalar, got shape {a.shape}")
+    f = float(a.reshape(()))
+    if f != int(f):
+        raise ValueError(f"{name} must be integral, got {f}")
+    return int(f)
+
+
+def quantize_per_tensor(
+    x: np.ndarray,
+    scale: float,
+    zero_point: int,
+    qmin: int = -128,
+    qmax: int = 127,
+    output_dtype: np.dtype = np.int8,
+    *,
+    fused: bool = False,
+) -> np.ndarray:
+    """Per-tensor affine quantization with a reciprocal-multiply.
+
+    float16/float32 ``x`` is evaluated in float32 (float16 is upcast first),
+    float64 ``x`` in float64; with ``inv = 1 / scale`` computed in that dtype
+    from ``scale`` rounded to float32 (the schemas' ``float scale`` is a
+    float32 on the device)::
+
+        fused=False:  q = clip(round_half_even(x * inv) + zero_point, qmin, qmax)
+        fused=True:   q = clip(round_half_even(fma(x, inv, zero_point)), qmin, qmax)
+
+    ``fused=False`` is ``torch.ops.quantized_decomposed.quantize_per_tensor``
+    and the ET-VK shaders (``quantize_and_pack`` in ``common.glslh``,
+    ``quantize_and_pack_4h4w``); ``fused=True`` is ATen's
+    ``torch.quantize_per_tensor`` (fbgemm ``Quantize``), used by torch's
+    quantized ``cat``. They differ only when ``x * inv`` lies within one
+    float32 rounding of a ``.5`` tie. In ``fused`` mode the product-plus-zero
+    point is evaluated exactly in float64 and rounded once to float32.
+    GLSL ``round()`` leaves ties implementation-defined; exact ties are rare
+    for real data and this reference always rounds them to even.
+
+    Args:
+        x: Float array, any shape.
+        scale: Positive scalar scale.
+        zero_point: Integral scalar zero point.
+        qmin: Lower clamp bound (-128 for int8, 0 for uint8).
+        qmax: Upper clamp bound.
+        output_dtype: dtype of the returned codes.
+        fused: See above.
+
+    Returns:
+        Codes, same shape as ``x``, dtype ``output_dtype``.
+    """
+    x = _as_float_array(x, "x")
+    s = _scalar_f32(scale, "scale")
+    zp = _scalar_int(zero_point, "zero_point")
+    dt = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    xd = x.astype(dt, copy=False)
+    inv = dt.type(1) / dt.type(s)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if fused and dt == np.float32:
+            y = np.rint((xd.astype(np.float64) * np.float64(inv) + zp).astype(np.float32))
+        elif fused:
+            y = np.rint(xd * inv + zp)
+        else:
+            y = np.rint(xd * inv) + dt.type(zp)
+    return np.clip(y, qmin, qmax).astype(output_dtype)
+
+
+def dequantize_per_tensor(
+    q: np.ndarray,
+    scale: float,
+    zero_point: int,
+    output_dtype: np.dtype = np.float32,
+) -> np.ndarray:
+    """Per-tensor affine dequantization, ``(q - zero_point) * scale``.
+
+    ``q - zero_point`` is exact; the product is rounded once to
+    ``output_dtype`` with ``scale`` rounded to float32 first. With
+    ``output_dtype=float32`` this is bit-exact with
+    ``torch.ops.quantized_decomposed.dequantize_per_tensor``, ATen's
+    ``Tensor.dequantize()`` and the shaders' ``vec4(q - zp) * scale``; with
+    float64 it is the exact value.
+
+    Args:
+        q: Integer codes, any shape.
+        scale: Scalar scale.
+        zero_point: Integral scalar zero point.
+        output_dtype: float32 or float64.
+
+    Returns:
+        Array of ``q.shape`` and dtype ``output_dtype``.
+    """
+    q = np.asarray(q)
+    if not np.issubdtype(q.dtype, np.integer):
+        raise TypeError(f"codes must be integers, got {q.dtype}")
+    out_dt = np.dtype(output_dtype)
+    if out_dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"output_dtype must be float32/float64, got {out_dt}")
+    s = _scalar_f32(scale, "scale")
+    zp = _scalar_int(zero_point, "zero_point")
+    d = q.astype(np.float64) - zp  # exact: |q - zp| < 2**17
+    return (d * np.float64(s)).astype(out_dt)  # exact in f64, one rounding
+
+
+# --- ET-VK's GPU choose_qparams ----------------------------------------------
+
+#: ``SMALL_SCALE_THRESHOLD`` of ``choose_qparams_per_row.glsl`` (and fbgemm).
+ETVK_SMALL_SCALE = np.float32(6.1e-5)
+
+
+def choose_qparams_per_row_etvk(
+    x: np.ndarray,
+    qmin: int = -128,
+    qmax: int = 127,
+    zero_point_dtype: np.dtype = np.int8,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row asymmetric qparams as ET-VK's GPU computes them.
+
+    ET-VK lowers ``torchao.choose_qparams_affine`` (and
+    ``etvk.choose_qparams_per_row``) to ``choose_qparams_per_row.glsl``, which
+    ignores ``eps`` and ``mapping_type`` and implements fbgemm's
+    ``ChooseQuantizationParams`` in float32, *not* torchao's formula. Per row
+    (last axis), all in float32::
+
+        lo = min(min(row[:K4*4]), 0);  hi = max(max(row[:K4*4]), 0)   # K4 = K // 4
+        scale = (hi - lo) / (qmax - qmin)
+        if scale == 0 or isinf(1 / scale): scale = 0.1
+        if scale < 6.1e-5:                          # SMALL_SCALE_THRESHOLD
+            a = 6.1e-5 / scale;  scale = 6.1e-5
+            if lo == 0:   hi = 6.1e-5 * (qmax - qmin)
+            elif hi == 0: lo = -6.1e-5 * (qmax - qmin)
+            else:         lo, hi = lo * a, hi * a
+        z_lo = qmin - lo / scale;        z_hi = qmax - hi / scale
+        e_lo = |qmin| - |lo / scale|;    e_hi = |qmax| - |hi / scale|
+        z = z_lo if e_lo < e_hi else z_hi
+        zero_point = qmin if z < qmin else qmax if z > qmax else round(z)
+
+    Consequences (vs :func:`choose_qparams_per_token_asymmetric`): an
+    all-zero row gets ``scale = 0.1, zero_point = qmax`` (torchao: ``2**-126,
+    qmin``); rows with range below ``255 * 6.1e-5 ~= 0.0156`` get scale
+    ``6.1e-5`` instead of ``range / 255``; for other rows scale is bit-equal
+    to torchao's and the zero point equal except at rounding ties. The
+    shader reads ``K // 4`` texels, so for ``K % 4 != 0`` the last ``K % 4``
+    elements are ignored (emulated here). ``round`` is GLSL's (ties
+    implementation-defined); ties go to even here.
+
+    Args:
+        x: float32/float16 activations ``[..., K]``.
+        qmin: Lower bound of the quantized range.
+        qmax: Upper bound of the quantized range.
+        zero_point_dtype: int8 (``zpint8`` shader mode), int32, or the float
+            dtype (``zpinherit`` mode).
+
+    Returns:
+        ``(scale, zero_point)`` of shape ``x.shape[:-1]``; scale has
+        ``x.dtype`` (the shader stores ``T(scale)``, so float16 inputs get a
+        float16-rounded scale while the zero point used the float32 one).
+    """
+    x = _as_float_array(x, "x")
+    if x.dtype == np.float64:
+        raise TypeError("the ET-VK shader computes in float32/float16 only")
+    if x.ndim < 1:
+        raise ValueError("x must have at least one axis")
+    f = np.float32
+    k = x.shape[-1]
+    rows = x.reshape(-1, k)[:, : (k // 4) * 4].astype(f)
+    lo = np.minimum(np.min(rows, axis=1, initial=f(1e30)), f(0))
+    hi = np.maximum(np.max(rows, axis=1, initial=f(-1e30)), f(0))
+    rng = f(qmax - qmin)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scale = (hi - lo) / rng
+        scale = np.where((scale == 0) | np.isinf(f(1) / scale), f(0.1), scale)
+        small = scale < ETVK_SMALL_SCALE
+        amp = ETVK_SMALL_SCALE / scale
+        new_lo = np.where(lo == 0, lo, np.where(hi == 0, -ETVK_SMALL_SCALE * rng, lo * amp))
+        new_hi = np.where(lo == 0, ETVK_SMALL_SCALE * rng, np.where(hi == 0, hi, hi * amp))
+        lo = np.where(small, new_lo, lo).astype(f)
+        hi = np.where(small, new_hi, hi).astype(f)
+        scale = np.where(small, ETVK_SMALL_SCALE, scale).astype(f)
+        lo_s = lo / scale
+        hi_s = hi / scale
+    z_lo = f(qmin) - lo_s
+    z_hi = f(qmax) - hi_s
+    e_lo = f(abs(qmin)) - np.abs(lo_s)
+    e_hi = f(abs(qmax)) - np.abs(hi_s)
+    z = np.where(e_lo < e_hi, z_lo, z_hi)
+    zp = np.where(z < qmin, f(qmin), np.where(z > qmax, f(qmax), np.rint(z)))
+    lead = x.shape[:-1]
+    return (
+        scale.astype(x.dtype).reshape(lead),
+        zp.astype(zero_point_dtype).reshape(lead),
+    )

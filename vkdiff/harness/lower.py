@@ -1,0 +1,328 @@
+"""Lower model cases exactly as users do: torchao/PT2E quantization → torch.export → ExecuTorch.
+
+Recipes quantize a module in place (torchao configs, PT2E with ``XNNPACKQuantizer``);
+partitioners are ``VulkanPartitioner`` (default, ``force_fp16``, buffer storage via a
+small ``texture_limits``) and ``XnnpackPartitioner``. The Vulkan delegate is
+re-derived with ``VulkanBackend.preprocess`` on a copy of the lowered module (byte
+for byte the delegate of the ``.pte``) and decoded. Results are cached on disk,
+keyed by (case, recipe, partitioner, factory source, torch/torchao/executorch
+versions); the Vulkan pattern graphs are memoised per process.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import hashlib
+import inspect
+import pickle
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from vkdiff.cases.models import ModelCase
+from vkdiff.device.build import cache_dir
+from vkdiff.harness.delegate import Delegate, decode
+from vkdiff.harness.store import versions
+
+CACHE_SCHEMA = 1
+
+
+class LowerError(RuntimeError):
+    """Lowering failed (→ ``LOWER_FAIL``); the message names the stage or pass."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class LoweredCase:
+    """A case after ExecuTorch's full pass stack, as the runtime will see it."""
+
+    case_id: str
+    delegates: list[Delegate]
+    """Every Vulkan delegate, decoded (empty for XNNPACK lowering)."""
+    partitions: int
+    """Number of delegate calls in the top-level graph."""
+    delegated_ops: dict[str, int]
+    """Edge ops inside delegates, before Vulkan's own fusion passes."""
+    undelegated_ops: dict[str, int]
+    """Edge ops left to the portable CPU runtime."""
+    dequantize_dtypes: list[str]
+    """Output dtype of every ``dequantize_affine`` in the edge program (delegated or not)."""
+    pte: bytes
+    """The serialized program."""
+    seconds: float
+    """Wall time of the lowering that produced this entry (not of a cache hit)."""
+    cached: bool = False
+    """True when loaded from the on-disk cache."""
+
+    @property
+    def pte_size(self) -> int:
+        return len(self.pte)
+
+    def op_counts(self) -> Counter:
+        """et_vk/aten ops over all delegates, after fusion."""
+        total: Counter = Counter()
+        for delegate in self.delegates:
+            total.update(delegate.op_counts())
+        return total
+
+
+RECIPES: dict[str, Callable[[Any], Any]] = {}
+"""Quantization recipes by name: each takes a float module and returns it quantized."""
+
+
+def recipe(name: str):
+    def wrap(fn):
+        RECIPES[name] = fn
+        return fn
+    return wrap
+
+
+@recipe("fp32")
+def _fp32(model):
+    return model
+
+
+@recipe("8da4w")
+def _8da4w(model, group_size: int = 32):
+    import torch
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, PerGroup, quantize_
+
+    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+                                                           weight_granularity=PerGroup(group_size)))
+    return model
+
+
+@recipe("8da4w-fp32zp")
+def _8da4w_fp32zp(model, group_size: int = 32):
+    """torchao's ``Int8DynActInt4WeightQuantizer``: per-token zero points allocated as float32 (TISO-style)."""
+    from torchao.quantization import Int8DynActInt4WeightQuantizer
+
+    return Int8DynActInt4WeightQuantizer(groupsize=group_size).quantize(model)
+
+
+def _intx_weight_only(model, *, granularity, asymmetric: bool = False, embeddings: bool = False):
+    import torch
+    from torchao.quantization import IntxWeightOnlyConfig, MappingType, quantize_
+
+    mapping = MappingType.ASYMMETRIC if asymmetric else MappingType.SYMMETRIC
+    config = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=granularity, mapping_type=mapping)
+    wanted = torch.nn.Embedding if embeddings else torch.nn.Linear
+    quantize_(model, config, filter_fn=lambda module, fqn: isinstance(module, wanted))
+    return model
+
+
+@recipe("4w")
+def _4w(model, group_size: int = 32):
+    from torchao.quantization import PerGroup
+
+    return _intx_weight_only(model, granularity=PerGroup(group_size))
+
+
+@recipe("4w-asym")
+def _4w_asym(model, group_size: int = 32):
+    from torchao.quantization import PerGroup
+
+    return _intx_weight_only(model, granularity=PerGroup(group_size), asymmetric=True)
+
+
+@recipe("emb4w")
+def _emb4w(model, group_size: int = 32):
+    from torchao.quantization import PerGroup
+
+    return _intx_weight_only(model, granularity=PerGroup(group_size), embeddings=True)
+
+
+@recipe("emb4w-perrow")
+def _emb4w_perrow(model):
+    from torchao.quantization import PerAxis
+
+    return _intx_weight_only(model, granularity=PerAxis(0), embeddings=True)
+
+
+@recipe("emb4w-asym")
+def _emb4w_asym(model, group_size: int = 32):
+    from torchao.quantization import PerGroup
+
+    return _intx_weight_only(model, granularity=PerGroup(group_size), asymmetric=True, embeddings=True)
+
+
+@recipe("emb4w+4w")
+def _emb4w_and_4w(model, group_size: int = 32):
+    """Tied embedding / lm_head: both the embedding and the linear quantized 4-bit group-wise."""
+    return _4w(_emb4w(model, group_size), group_size)
+
+
+PARTITIONERS: dict[str, Callable[[], list]] = {}
+
+
+def partitioner(name: str):
+    def wrap(fn):
+        PARTITIONERS[name] = fn
+        return fn
+    return wrap
+
+
+@partitioner("vulkan")
+def _vulkan():
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+    return [VulkanPartitioner({})]
+
+
+@partitioner("vulkan-fp16")
+def _vulkan_fp16():
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+    return [VulkanPartitioner({"force_fp16": True})]
+
+
+@partitioner("vulkan-buffer")
+def _vulkan_buffer():
+    """A tiny texture limit makes every tensor fall back to buffer storage."""
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+    return [VulkanPartitioner({"texture_limits": (4, 4, 4)})]
+
+
+@partitioner("xnnpack")
+def _xnnpack():
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    return [XnnpackPartitioner()]
+
+
+@functools.lru_cache(maxsize=None)
+def memoise_vulkan_patterns() -> None:
+    """Memoise every Vulkan pattern's ``get_graphs_fn`` (the RoPE patterns re-export on each call)."""
+    from executorch.backends.vulkan.patterns import fusable_patterns
+
+    for entry in fusable_patterns.values():
+        if entry.get_graphs_fn is not None:
+            entry.get_graphs_fn = functools.lru_cache(maxsize=None)(entry.get_graphs_fn)
+
+
+def cache_key(case: ModelCase) -> str:
+    """Identity of a lowering: case, recipe, partitioner, factory source and library versions."""
+    source = inspect.getsource(case.build) if callable(case.build) else repr(case.build)
+    ver = versions()
+    parts = [case.id, case.recipe, case.partitioner, source, ver["torch"], ver["torchao"], ver["executorch"],
+             str(CACHE_SCHEMA), _own_source_hash()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+@functools.lru_cache(maxsize=None)
+def _own_source_hash() -> str:
+    """Lowering and decoding code is part of the key: changing it invalidates the cache."""
+    from vkdiff.harness import delegate
+
+    return hashlib.sha256(Path(__file__).read_bytes() + Path(delegate.__file__).read_bytes()).hexdigest()[:12]
+
+
+def lower(case: ModelCase, *, use_cache: bool = True) -> LoweredCase:
+    """Lower ``case`` (or load it from the cache).
+
+    Raises:
+        LowerError: a stage failed; the message names the stage (and pass when known).
+    """
+    path = cache_dir() / "lowered" / f"{cache_key(case)}.pkl"
+    if use_cache and path.exists():
+        with open(path, "rb") as handle:
+            lowered = pickle.load(handle)
+        lowered.cached = True
+        return lowered
+    lowered = _lower_uncached(case)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{id(lowered)}")
+    with open(tmp, "wb") as handle:
+        pickle.dump(lowered, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+    return lowered
+
+
+def _stage(name: str, fn: Callable, *args, **kwargs):
+    """Run one lowering stage; failures become LowerError naming the stage and the failing pass."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        raise LowerError(f"{name}: {_failing_pass(exc)}{type(exc).__name__}: {str(exc).strip()[:400]}") from exc
+
+
+def _failing_pass(exc: BaseException) -> str:
+    """Name the ExecuTorch pass in the traceback, when there is one (``FusePatternsPass: ``)."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "/executorch/" in frame.filename and ("_passes" in frame.filename or "passes" in frame.filename):
+            return f"{Path(frame.filename).stem}.{frame.name}: "
+    return ""
+
+
+def _lower_uncached(case: ModelCase) -> LoweredCase:
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    start = time.perf_counter()
+    memoise_vulkan_patterns()
+    model, inputs = _stage("build", case.instantiate)
+    model = _stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model)
+    program = _stage("export", torch.export.export, model, inputs)
+    edge = _stage(f"to_edge_transform_and_lower[{case.partitioner}]", to_edge_transform_and_lower, program,
+                  partitioner=PARTITIONERS[case.partitioner]())
+    gm = edge.exported_program().graph_module
+    delegates = _stage("preprocess", _decoded_delegates, gm)
+    pte = _stage("to_executorch", lambda: edge.to_executorch().buffer)
+    top = _call_targets(gm)
+    inner = Counter()
+    for _, sub in _lowered_modules(gm):
+        inner.update(_call_targets(sub.original_module.graph_module))
+    return LoweredCase(case_id=case.id, delegates=delegates,
+                       partitions=top.pop("higher_order.executorch_call_delegate", 0),
+                       delegated_ops=dict(inner), undelegated_ops=dict(top),
+                       dequantize_dtypes=_dequantize_dtypes(gm), pte=pte,
+                       seconds=round(time.perf_counter() - start, 3))
+
+
+def _lowered_modules(gm) -> list[tuple[str, Any]]:
+    return [(n, m) for n, m in gm.named_children() if n.startswith("lowered_module")]
+
+
+def _decoded_delegates(gm) -> list[Delegate]:
+    from executorch.backends.vulkan.vulkan_preprocess import VulkanBackend
+
+    out = []
+    for _, module in _lowered_modules(gm):
+        if module.backend_id != "VulkanBackend":
+            continue
+        result = VulkanBackend.preprocess(copy.deepcopy(module.original_module), module.compile_specs)
+        out.append(decode(result.processed_bytes, result.data_store_output))
+    return out
+
+
+def _target_name(target: Any) -> str:
+    name = getattr(target, "__name__", None) or str(target)
+    if hasattr(target, "_schema"):
+        return str(target._schema.name).replace("::", ".") + "." + (target._overloadname or "default")
+    if hasattr(target, "namespace"):
+        return f"{target.namespace}.{name}"
+    return f"torch.ops.higher_order.{name}" if "executorch_call_delegate" in name else name
+
+
+def _call_targets(gm) -> Counter:
+    counts: Counter = Counter()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "getitem" not in str(node.target):
+            counts[_target_name(node.target)] += 1
+    return counts
+
+
+def _dequantize_dtypes(gm) -> list[str]:
+    """Output dtype of every dequantize_affine, inside delegates and out."""
+    graphs = [gm] + [m.original_module.graph_module for _, m in _lowered_modules(gm)]
+    dtypes = []
+    for graph in graphs:
+        for node in graph.graph.nodes:
+            if node.op == "call_function" and "dequantize_affine" in str(node.target):
+                value = node.meta.get("val")
+                dtypes.append(str(getattr(value, "dtype", "unknown")).replace("torch.", ""))
+    return dtypes

@@ -1,0 +1,132 @@
+"""Model cases on the host: lower, evaluate the fused program with references, check every fusion rule."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from vkdiff import fusions
+from vkdiff.cases.models import ModelCase
+from vkdiff.fusions.registry import Finding, FusionContext
+from vkdiff.harness import interpret
+from vkdiff.harness.compare import ErrorStatistics, Tolerance
+from vkdiff.harness.lower import RECIPES, LowerError, LoweredCase, lower
+from vkdiff.harness.status import Status
+from vkdiff.harness.store import Result, clip, versions
+
+HOST = "cpu"
+"""Device slug of host-only checks (lowering, fusion invariants, reference numerics)."""
+
+
+def eager(case: ModelCase) -> tuple[Any, tuple, list[list[str]]]:
+    """The quantized eager model (the function the delegate must compute), inputs, and tied parameter groups."""
+    model, inputs = case.instantiate()
+    tied = tied_parameter_groups(model)
+    return RECIPES[case.recipe](model), inputs, tied
+
+
+def tied_parameter_groups(model) -> list[list[str]]:
+    """Names of parameters that share one tensor (tied weights), before quantization."""
+    groups: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def weight_qparams(model) -> dict[str, dict[str, Any]]:
+    """Per quantized module: whether its weight's zero points are non-zero (torchao tensors or quantizer modules)."""
+    import torch
+
+    out = {}
+    for fqn, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        zero = getattr(weight, "zero_point", None)
+        if zero is None:
+            zero = getattr(module, "zeros", None)
+        if isinstance(zero, torch.Tensor):
+            out[fqn] = {"zero_point_nonzero": bool(torch.count_nonzero(zero).item()), "type": type(weight).__name__}
+    return out
+
+
+def model_tolerance(lowered: LoweredCase) -> Tolerance:
+    """Model-level bound: fp16 delegates and dynamically quantized activations get percent-level slack."""
+    fp16 = any(t.dtype == "float16" for d in lowered.delegates for t in d.tensors.values())
+    dynamic = any(op.name.startswith("torchao.choose_qparams") for d in lowered.delegates for op in d.ops)
+    rtol = 2e-2 if fp16 or dynamic else 1e-4
+    return Tolerance(atol=rtol, rtol=rtol)
+
+
+def reference_numerics(lowered: LoweredCase, inputs: tuple, expected: np.ndarray) -> ErrorStatistics | str:
+    """The fused program evaluated with reference ops, against the eager output; a string says why not run."""
+    if len(lowered.delegates) != 1 or lowered.partitions != 1:
+        return f"numerics need exactly one Vulkan delegate (got {len(lowered.delegates)}, partitions {lowered.partitions})"
+    try:
+        (out,) = interpret.run(lowered.delegates[0], [np.asarray(x) for x in inputs])
+    except interpret.UnsupportedOpError as exc:
+        return str(exc)
+    return ErrorStatistics.from_arrays(out.reshape(expected.shape), expected, model_tolerance(lowered))
+
+
+def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None) -> list[Result]:
+    """Lower one model case and run each of its rules; one Result per rule (never raises)."""
+    start = time.perf_counter()
+    base = dict(case=case.id, op=case.name, device=HOST, versions=versions(), seed=case.seed(),
+                repro=f"vkdiff run --models --cases '^{case.id.replace('[', chr(92) + '[').replace(']', chr(92) + ']')}$'")
+    try:
+        lowered = lower(case)
+    except LowerError as exc:
+        return [Result(variant=f"{case.variant}/lower", status=Status.LOWER_FAIL.name, reason=clip(str(exc)),
+                       seconds=round(time.perf_counter() - start, 3), **base)]
+    try:
+        findings = _findings(case, lowered, shader_variants)
+    except Exception as exc:  # a harness bug must not abort the run
+        return [Result(variant=f"{case.variant}/rules", status=Status.ERROR.name,
+                       reason=clip(f"{type(exc).__name__}: {exc}"), **base)]
+    seconds = round(time.perf_counter() - start, 3)
+    results = []
+    for rule, items in findings.items():
+        worst = max(items, key=lambda f: (f.status.is_failure(), f.status))
+        results.append(Result(
+            variant=f"{case.variant}/{rule}", status=worst.status.name,
+            reason=clip("; ".join(f.message for f in items if f.status is not Status.PASS) or worst.message),
+            metrics={"findings": [dict(status=f.status.name, message=f.message, **_jsonable(f.evidence))
+                                  for f in items], "lower_seconds": lowered.seconds, "lower_cached": lowered.cached,
+                     "pte_size": lowered.pte_size, "partitions": lowered.partitions},
+            seconds=seconds, **base))
+    return results
+
+
+def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[str, list[Finding]]:
+    model, inputs, tied = eager(case)
+    import torch
+
+    with torch.no_grad():
+        expected = model(*inputs).detach().float().numpy().astype(np.float64)
+    stats = reference_numerics(lowered, inputs, expected)
+    ctx = FusionContext(case_id=case.id, expect_ops=case.expect_ops, delegates=lowered.delegates,
+                        partitions=lowered.partitions, delegated_ops=lowered.delegated_ops,
+                        undelegated_ops=lowered.undelegated_ops, dequantize_dtypes=lowered.dequantize_dtypes,
+                        weight_qparams=weight_qparams(model), tied_groups=tied, shader_variants=shader_variants,
+                        numerics=stats if isinstance(stats, ErrorStatistics) else None)
+    out: dict[str, list[Finding]] = {}
+    for rule in case.rules:
+        if rule == "numerics":
+            out[rule] = [_numerics_finding(stats)]
+        else:
+            out[rule] = fusions.RULES[rule](ctx) or [Finding(rule=rule, status=Status.PASS, message="nothing to check")]
+    return out
+
+
+def _numerics_finding(stats: ErrorStatistics | str) -> Finding:
+    if isinstance(stats, str):
+        return Finding(rule="numerics", status=Status.NOT_RUN, message=stats)
+    status = stats.status()
+    summary = f"fused program vs eager: max abs {stats.max_abs:.3g}, SQNR {stats.sqnr_db:.1f} dB"
+    return Finding(rule="numerics", status=status, message=summary if status is Status.PASS else
+                   f"{summary}; {stats.message().splitlines()[0]}", evidence=stats.to_dict())
+
+
+def _jsonable(evidence: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in evidence.items()}

@@ -1,0 +1,206 @@
+"""Reference static-int8 ET-VK ops: ``linear_q8ta_q8csw``, ``q8ta_linear``, ``q8ta_add``.
+
+"q8ta" = int8 activations quantized per tensor (one scale / zero point),
+"q8csw" = int8 weights quantized per output channel, symmetric (zero point 0,
+codes in [-127, 127] as produced by PT2E / torchao int8 weight configs).
+
+Linears accumulate in exact integers and apply the float scales in float64.
+``q8ta_add`` is defined by float32 arithmetic (the eager op and the shader
+both dequantize, add and requantize in float32), so it is evaluated in
+float32, bit-exact with ``torch.ops.et_vk.q8ta_add``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from vkdiff.reference.quant import (
+    _scalar_f32,
+    _scalar_int,
+    dequantize_per_tensor,
+    quantize_per_tensor,
+)
+
+__all__ = ["linear_q8ta_q8csw", "q8ta_linear", "q8ta_add"]
+
+
+def _int8_linear_core(
+    q: np.ndarray,
+    input_scale: float,
+    input_zero_point: int,
+    weight: np.ndarray,
+    weight_sums: np.ndarray,
+    weight_scales: np.ndarray,
+    bias: Optional[np.ndarray],
+) -> np.ndarray:
+    """``s_x * s_w[n] * (sum_k q[m,k] w[n,k] - z * ws[n]) + bias[n]`` in float64."""
+    weight = np.asarray(weight)
+    if weight.ndim != 2 or not np.issubdtype(weight.dtype, np.integer):
+        raise ValueError(f"weight must be 2-D integer [N, K], got {weight.dtype} {weight.shape}")
+    n, k = weight.shape
+    if q.shape[-1] != k:
+        raise ValueError(f"input K={q.shape[-1]} != weight K={k}")
+    ws = np.asarray(weight_sums).reshape(-1)
+    sw = np.asarray(weight_scales).reshape(-1)
+    if ws.size < n or sw.size < n:
+        raise ValueError(f"weight_sums/scales need >= {n} entries, got {ws.size}/{sw.size}")
+    s_x = np.float64(_scalar_f32(input_scale, "input_scale"))
+    z = _scalar_int(input_zero_point, "input_zero_point")
+    # |acc| <= 128 * 128 * K: exact in float64 BLAS for any realistic K.
+    acc = q.reshape(-1, k).astype(np.float64) @ weight.astype(np.float64).T
+    acc -= z * ws[:n].astype(np.float64)
+    out = acc * (s_x * sw[:n].astype(np.float64))  # s_x * s_w exact (two f32)
+    if bias is not None:
+        out += np.asarray(bias, dtype=np.float64).reshape(-1)[:n]
+    return out.reshape(*q.shape[:-1], n)
+
+
+def linear_q8ta_q8csw(
+    x: np.ndarray,
+    input_scale: float,
+    input_zero_point: int,
+    weight: np.ndarray,
+    weight_sums: np.ndarray,
+    weight_scales: np.ndarray,
+    bias: Optional[np.ndarray] = None,
+) -> np.ndarray:
+    """Reference for ``et_vk.linear_q8ta_q8csw`` (static int8 input, float output).
+
+    ``linear_q8ta_q8csw_tiled.glsl`` after ``quantize_and_pack_4h4w_per_tensor``.
+    With ``s_x = input_scale``, ``z = input_zero_point``, int8 weight
+    ``w[N, K]``, ``s_w = weight_scales``, ``ws = weight_sums``::
+
+        q[m, k]   = clip(round_half_even(x[m, k] * (1 / s_x)) + z, -128, 127)   # float32
+        out[m, n] = s_x * s_w[n] * (sum_k q[m, k] * w[n, k] - z * ws[n]) + bias[n]
+
+    ``q`` is :func:`~vkdiff.reference.quant.quantize_per_tensor` (float32
+    reciprocal-multiply, as the shader and ``quantized_decomposed`` do);
+    the integer sum is exact; the scale product is exact in float64 and the
+    rest is rounded in float64. With ``ws = weight.sum(1)`` this equals
+    ``sum_k (q - z) * s_x * w * s_w + bias``.
+
+    The eager CPU op ``torch.ops.et_vk.linear_q8ta_q8csw`` ignores
+    ``input_scale`` / ``input_zero_point`` (it multiplies the float ``x`` by
+    the dequantized weight), so it only agrees with this reference when
+    ``x`` is already on the quantization grid.
+
+    Args:
+        x: float16/float32 input ``[..., K]`` (float64 is quantized in float64).
+        input_scale: Per-tensor scale (rounded to float32, as on the device).
+        input_zero_point: Per-tensor integral zero point.
+        weight: int8 ``[N, K]``.
+        weight_sums: int32 ``[N_padded]`` (:func:`~vkdiff.reference.packing.weight_sums_per_channel`).
+        weight_scales: ``[N_padded]`` per-channel scales (ET-VK pads to 4).
+        bias: Optional ``[N]`` / ``[N_padded]``.
+
+    Returns:
+        float64 ``[..., N]``.
+    """
+    q = quantize_per_tensor(x, input_scale, input_zero_point)
+    return _int8_linear_core(
+        q, input_scale, input_zero_point, weight, weight_sums, weight_scales, bias
+    )
+
+
+def q8ta_linear(
+    x: np.ndarray,
+    input_scale: float,
+    input_zero_point: int,
+    weight: np.ndarray,
+    weight_sums: np.ndarray,
+    weight_scales: np.ndarray,
+    output_scale: float,
+    output_zero_point: int,
+    bias: Optional[np.ndarray] = None,
+    activation: str = "none",
+) -> np.ndarray:
+    """Reference for ``et_vk.q8ta_linear`` / ``q8ta_linear_gemv`` (int8 in, int8 out).
+
+    ``x`` holds int8 codes already. With the notation of
+    :func:`linear_q8ta_q8csw`::
+
+        y[m, n]   = s_x * s_w[n] * (sum_k x[m, k] * w[n, k] - z * ws[n]) + bias[n]   # float64
+        y         = max(y, 0)                       if activation == "relu"
+        out[m, n] = clip(round_half_even(y * (1 / s_out)) + z_out, -128, 127)        # float64
+
+    The device (and the eager op) form ``y`` in float32, so output codes can
+    differ by one where ``y / s_out`` is within float32 rounding of a ``.5``
+    tie.
+
+    Args:
+        x: int8 codes ``[..., K]``.
+        input_scale: Input scale.
+        input_zero_point: Input zero point.
+        weight: int8 ``[N, K]``.
+        weight_sums: int32 ``[N_padded]``.
+        weight_scales: ``[N_padded]``.
+        output_scale: Output scale (float32 on the device).
+        output_zero_point: Output zero point.
+        bias: Optional ``[N]`` / ``[N_padded]``.
+        activation: ``"none"`` or ``"relu"``.
+
+    Returns:
+        int8 ``[..., N]``.
+    """
+    if activation not in ("none", "relu"):
+        raise ValueError(f"activation must be 'none' or 'relu', got {activation!r}")
+    q = np.asarray(x)
+    if not np.issubdtype(q.dtype, np.integer):
+        raise TypeError(f"x must hold integer codes, got {q.dtype}")
+    y = _int8_linear_core(
+        q, input_scale, input_zero_point, weight, weight_sums, weight_scales, bias
+    )
+    if activation == "relu":
+        y = np.maximum(y, 0.0)
+    return quantize_per_tensor(y, output_scale, output_zero_point)
+
+
+def q8ta_add(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_scale: float,
+    a_zero_point: int,
+    b_scale: float,
+    b_zero_point: int,
+    output_scale: float,
+    output_zero_point: int,
+    alpha: float = 1.0,
+) -> np.ndarray:
+    """Reference for ``et_vk.q8ta_add``: requantized ``a + alpha * b`` of int8 tensors.
+
+    All in float32, in this order (``f32`` = round to float32)::
+
+        da  = f32((a - z_a) * s_a);   db = f32((b - z_b) * s_b)
+        sum = f32(da + f32(alpha * db))                  # alpha * db skipped if alpha == 1
+        out = clip(round_half_even(f32(sum * f32(1 / s_out))) + z_out, -128, 127)
+
+    which is bit-exact with the eager op (``quantized_decomposed``
+    dequantize / add / quantize) and with ``q8ta_binary.glsl`` for
+    ``alpha == 1`` up to GLSL ``round`` ties and driver fma contraction.
+    Inputs broadcast like numpy (the GPU op requires equal shapes).
+
+    ET-VK note: the shader computes ``X + Y`` and does not declare the
+    ``alpha`` push constant that ``Q8taBinary.cpp`` passes, so on the GPU
+    ``alpha`` is ignored; this reference follows the op schema / eager op.
+
+    Args:
+        a: int8 codes.
+        b: int8 codes.
+        a_scale: Scale of ``a``.
+        a_zero_point: Zero point of ``a``.
+        b_scale: Scale of ``b``.
+        b_zero_point: Zero point of ``b``.
+        output_scale: Output scale.
+        output_zero_point: Output zero point.
+        alpha: Multiplier of ``b``.
+
+    Returns:
+        int8 codes of the broadcast shape.
+    """
+    da = dequantize_per_tensor(a, a_scale, a_zero_point, np.float32)
+    db = dequantize_per_tensor(b, b_scale, b_zero_point, np.float32)
+    if float(alpha) != 1.0:
+        db = np.float32(alpha) * db
+    return quantize_per_tensor(da + db, output_scale, output_zero_point)

@@ -1,0 +1,496 @@
+"""What the reports show: results merged across files, one ``Row`` per (case, device), columns declared once.
+
+This module reads only the results store (``Result``, ``load``) and the verdict
+vocabulary (``Status``); it knows nothing about how results were produced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+from collections import Counter, defaultdict
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+from vkdiff.harness.status import Status
+from vkdiff.harness.store import Result, load
+
+Category = Literal["pass", "skip", "fail"]
+"""How a status counts: success, says nothing about correctness, or a failure (unknown names are failures)."""
+
+CLIP_KEEP = 200
+"""Long messages keep their first and last ``CLIP_KEEP`` characters."""
+
+UNKNOWN_DEVICE = "unknown-device"
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusStyle:
+    """How a status looks: badge colour, text colour and a one-character glyph for matrix cells."""
+
+    colour: str
+    ink: str
+    glyph: str
+    title: str
+
+
+STATUS_STYLES: dict[str, StatusStyle] = {
+    "PASS": StatusStyle("#2e7d32", "#fff", "✓", "every output within tolerance"),
+    "FAIL_NUMERIC": StatusStyle("#d32f2f", "#fff", "✗", "finite but over tolerance"),
+    "FAIL_NAN": StatusStyle("#6a0d0d", "#fff", "N", "NaN/Inf where the reference is finite"),
+    "NONDETERMINISTIC": StatusStyle("#f9a825", "#000", "≠", "repeat runs differ bitwise"),
+    "DTYPE_MISMATCH": StatusStyle("#c2185b", "#fff", "T", "shader binding format differs from the tensor"),
+    "FAIL_CHECK": StatusStyle("#7b1fa2", "#fff", "C", "invariant broke or output unwritten"),
+    "BUILD_FAIL": StatusStyle("#ef6c00", "#fff", "B", "shader codegen/compile/load failed"),
+    "LOWER_FAIL": StatusStyle("#8d6e63", "#fff", "L", "ExecuTorch could not lower"),
+    "ERROR": StatusStyle("#212121", "#fff", "!", "harness bug or unexpected exception"),
+    "NOT_SUPPORTED": StatusStyle("#90a4ae", "#000", "–", "device lacks a feature (not a failure)"),
+    "NOT_RUN": StatusStyle("#dfe4e8", "#000", "∅", "a prerequisite is absent"),
+}
+UNKNOWN_STYLE = StatusStyle("#546e7a", "#fff", "?", "status unknown to this vkdiff version")
+
+STATUS_ORDER: tuple[str, ...] = tuple(STATUS_STYLES)
+"""Display order: pass, then failures from most to least numerically interesting, then skips."""
+
+DTYPE_TOKEN = re.compile(r"^(fp|bf|f|int|uint|i|u|q)\d+$|^(float|half|double)$")
+
+
+# --------------------------------------------------------------------------- values
+
+
+def clip(text: Any, keep: int = CLIP_KEEP) -> str:
+    """First and last ``keep`` characters of a long message (robust to non-strings).
+
+    Example::
+
+        >>> clip("a" * 300 + "b" * 300, keep=3)
+        'aaa … bbb'
+    """
+    text = "" if text is None else str(text)
+    return text if len(text) <= 2 * keep + 5 else f"{text[:keep]} … {text[-keep:]}"
+
+
+def as_float(value: Any) -> float | None:
+    """A metric as float; the store writes inf/nan as strings; anything else unparsable is None."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def as_int(value: Any) -> int | None:
+    number = as_float(value)
+    return int(number) if number is not None and math.isfinite(number) else None
+
+
+def fmt_num(value: Any, *, inf: str = "∞") -> str:
+    """Compact number: 4 significant digits, exponent for tiny/huge, ``—`` when absent."""
+    number = as_float(value)
+    if number is None:
+        return "—" if value in (None, "") else clip(value, 40)
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return inf if number > 0 else "−" + inf
+    if number == 0:
+        return "0"
+    if abs(number) >= 1e5 or abs(number) < 1e-3:
+        return f"{number:.3e}"
+    return f"{number:.4g}"
+
+
+def natural_key(text: str) -> tuple:
+    """Sort ``M4`` before ``M13``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def parse_time(text: Any) -> datetime.datetime:
+    """UTC timestamp of a result; missing or unparsable sorts first."""
+    try:
+        stamp = datetime.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe slug (``[A-Za-z0-9._-]``)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return slug or UNKNOWN_DEVICE
+
+
+def anchor(case: str) -> str:
+    """Stable HTML id of a case (the same on every page)."""
+    digest = hashlib.blake2s(case.encode(), digest_size=3).hexdigest()
+    return f"r-{re.sub(r'[^A-Za-z0-9_-]+', '-', case).strip('-')[:80]}-{digest}"
+
+
+def category(status: str) -> Category:
+    try:
+        verdict = Status[status]
+    except KeyError:
+        return "fail"
+    if verdict.is_success():
+        return "pass"
+    return "skip" if verdict.is_skip() else "fail"
+
+
+def style(status: str) -> StatusStyle:
+    return STATUS_STYLES.get(status, UNKNOWN_STYLE)
+
+
+def split_case(case: str, variant: str) -> tuple[str, str, str]:
+    """``(op stem, shape part, column)`` of a case id.
+
+    Example::
+
+        >>> split_case("linear_q4gsw[M13-K256-N40-g32-fp16-buffer]", "fp16-buffer")
+        ('linear_q4gsw', 'M13-K256-N40-g32', 'fp16-buffer')
+    """
+    column = variant or "—"
+    match = re.fullmatch(r"(?P<stem>[^\[]*)\[(?P<inner>.*)\]", case, flags=re.S)
+    if match:
+        stem, inner = match["stem"], match["inner"]
+        if variant and inner == variant:
+            return stem, "", column
+        if variant and inner.endswith("-" + variant):
+            return stem, inner[: -len(variant) - 1], column
+        return stem, inner, column
+    if variant and case.endswith("-" + variant):
+        return case[: -len(variant) - 1], "", column
+    return case, "", column
+
+
+def dtype_of(variant: str) -> str:
+    """The dtype token of a variant (``fp16-buffer`` → ``fp16``), or ``""``."""
+    for token in re.split(r"[-_]", variant or ""):
+        if DTYPE_TOKEN.match(token.lower()):
+            return token.lower()
+    return ""
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Expectation:
+    """A known upstream bug this result is expected to show (rendered as "known")."""
+
+    id: str = ""
+    """Signature or identifier of the expectation."""
+    link: str = ""
+    """Issue or pull request URL."""
+    reason: str = ""
+    """Why it is expected."""
+
+    @classmethod
+    def from_value(cls, value: Any) -> "Expectation | None":
+        """From a dict, an object with ``id``/``link``/``reason`` attributes, or a plain string; None when empty."""
+        if value in (None, "", {}, []):
+            return None
+        if isinstance(value, str):
+            return cls(reason=clip(value))
+        if isinstance(value, Mapping):
+            get = value.get
+        else:
+            def get(key, default=None):
+                return getattr(value, key, default)
+        link = str(get("link", "") or get("url", "") or "")
+        if not re.match(r"^https?://", link):
+            link = ""
+        return cls(id=clip(get("id", "") or get("signature", "") or "", 80), link=link,
+                   reason=clip(get("reason", "") or ""))
+
+
+@dataclasses.dataclass(kw_only=True)
+class Row:
+    """One (case, device) after merging: the latest result plus what the report derives from it."""
+
+    result: Result
+    """The kept result (latest ``time``)."""
+    superseded: list[Result] = dataclasses.field(default_factory=list)
+    """Earlier results for the same (case, device), oldest first."""
+    device: str
+    op: str
+    shape: str
+    column: str
+    dtype: str
+    expectation: Expectation | None = None
+
+    @classmethod
+    def from_result(cls, result: Result) -> "Row":
+        stem, shape, column = split_case(str(result.case), str(result.variant or ""))
+        return cls(result=result, device=slugify(str(result.device or UNKNOWN_DEVICE)),
+                   op=str(result.op or stem or "?"), shape=shape or stem, column=column,
+                   dtype=dtype_of(str(result.variant or "")),
+                   expectation=Expectation.from_value(getattr(result, "expectation", None)))
+
+    # identity -------------------------------------------------------------
+    @property
+    def case(self) -> str:
+        return str(self.result.case)
+
+    @property
+    def anchor(self) -> str:
+        return anchor(self.case)
+
+    @property
+    def status(self) -> str:
+        return str(self.result.status)
+
+    @property
+    def category(self) -> Category:
+        return category(self.status)
+
+    @property
+    def style(self) -> StatusStyle:
+        return style(self.status)
+
+    @property
+    def known(self) -> bool:
+        """A failure that an expectation explains (xfail)."""
+        return self.expectation is not None and self.category == "fail"
+
+    @property
+    def xpass(self) -> bool:
+        """An expectation says it should fail, yet it passed: the bug may be fixed."""
+        return self.expectation is not None and self.category == "pass"
+
+    @property
+    def history(self) -> list[str]:
+        """Statuses of superseded results, oldest first."""
+        return [str(r.status) for r in self.superseded]
+
+    @property
+    def flaky(self) -> bool:
+        """The same (case, device) got different statuses across runs."""
+        return any(s != self.status for s in self.history)
+
+    # metrics --------------------------------------------------------------
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.result.metrics if isinstance(self.result.metrics, dict) else {}
+
+    def metric(self, key: str) -> float | None:
+        return as_float(self.metrics.get(key))
+
+    @property
+    def sqnr(self) -> float | None:
+        value = self.metric("sqnr_db")
+        return None if value is None or math.isnan(value) else value
+
+    @property
+    def error_hist(self) -> dict[str, list] | None:
+        """``{"edges", "counts", "exact"}`` when well-formed, else None."""
+        hist = self.metrics.get("error_hist")
+        if not isinstance(hist, dict):
+            return None
+        edges, counts = hist.get("edges"), hist.get("counts")
+        if not (isinstance(edges, list) and isinstance(counts, list) and len(edges) == len(counts) + 1 and counts):
+            return None
+        edges_f = [as_float(e) for e in edges]
+        counts_i = [as_int(c) for c in counts]
+        if None in edges_f or None in counts_i:
+            return None
+        return {"edges": edges_f, "counts": counts_i, "exact": as_int(hist.get("exact")) or 0}
+
+    @property
+    def error_map(self) -> list[list[float]] | None:
+        """The pooled ``|err|/bound`` grid when rectangular and numeric, else None."""
+        grid = self.metrics.get("error_map")
+        if not isinstance(grid, list) or not grid or not all(isinstance(r, list) for r in grid):
+            return None
+        width = len(grid[0])
+        if width == 0 or any(len(r) != width for r in grid):
+            return None
+        values = [[as_float(v) for v in r] for r in grid]
+        if any(v is None for r in values for v in r):
+            return None
+        return values  # type: ignore[return-value]
+
+    @property
+    def extra_metrics(self) -> dict[str, str]:
+        """Metric keys this report does not know, as short JSON (forward compatibility)."""
+        return {k: clip(json.dumps(v, default=str), 120) for k, v in sorted(self.metrics.items())
+                if k not in KNOWN_METRICS}
+
+    @property
+    def severity(self) -> tuple:
+        """Sort key, worst first: unexplained before known, lowest SQNR first, then case."""
+        sqnr = self.sqnr
+        return (self.known, sqnr if sqnr is not None else math.inf, natural_key(self.case))
+
+    @property
+    def reason(self) -> str:
+        return clip(self.result.reason)
+
+
+KNOWN_METRICS = frozenset({
+    "total", "mismatches", "max_abs", "max_rel", "sqnr_db", "nan_count", "inf_count", "unwritten",
+    "worst_index", "first_mismatches", "shape_mismatch", "error_hist", "error_map",
+})
+
+
+# --------------------------------------------------------------------------- columns
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One report column: title, tooltip, cell text and sort key from a ``Row``."""
+
+    key: str
+    title: str
+    help: str
+    text: Callable[[Row], str]
+    sort: Callable[[Row], Any]
+    numeric: bool = False
+
+
+def _mismatch_text(row: Row) -> str:
+    mismatches, total = as_int(row.metrics.get("mismatches")), as_int(row.metrics.get("total"))
+    if mismatches is None and total is None:
+        return "—"
+    if mismatches is None:
+        return f"— / {total}"
+    if not total:
+        return str(mismatches)
+    return f"{mismatches} / {total} ({100.0 * mismatches / total:.3g}%)"
+
+
+def _mismatch_frac(row: Row) -> float:
+    mismatches, total = as_int(row.metrics.get("mismatches")), as_int(row.metrics.get("total"))
+    return -1.0 if mismatches is None else mismatches / max(total or 1, 1)
+
+
+def _num_sort(key: str) -> Callable[[Row], float]:
+    def sort(row: Row) -> float:
+        value = row.metric(key)
+        return -math.inf if value is None or math.isnan(value) else value
+    return sort
+
+
+def _list_text(value: Any) -> str:
+    if value in (None, "", []):
+        return "—"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return clip(value, 80)
+
+
+REPORT_COLUMNS: tuple[Column, ...] = (
+    Column("case", "case", "case id", lambda r: r.case, lambda r: natural_key(r.case)),
+    Column("variant", "variant", "knob set (dtype, storage, ...)", lambda r: r.column, lambda r: r.column),
+    Column("status", "status", "verdict", lambda r: r.status,
+           lambda r: STATUS_ORDER.index(r.status) if r.status in STATUS_STYLES else -1),
+    Column("sqnr_db", "SQNR dB", "10·log10(Σe² / Σ(a−e)²); ∞ when exact",
+           lambda r: fmt_num(r.sqnr), _num_sort("sqnr_db"), numeric=True),
+    Column("max_abs", "max |err|", "largest absolute error over finite elements",
+           lambda r: fmt_num(r.metric("max_abs")), _num_sort("max_abs"), numeric=True),
+    Column("max_rel", "max rel", "largest |a−e| / |e|", lambda r: fmt_num(r.metric("max_rel")),
+           _num_sort("max_rel"), numeric=True),
+    Column("mismatches", "mismatches / total", "elements over tolerance", _mismatch_text, _mismatch_frac,
+           numeric=True),
+    Column("nan_inf", "NaN / Inf", "non-finite outputs where the reference is finite",
+           lambda r: f"{as_int(r.metrics.get('nan_count')) or 0} / {as_int(r.metrics.get('inf_count')) or 0}",
+           lambda r: (as_int(r.metrics.get("nan_count")) or 0) + (as_int(r.metrics.get("inf_count")) or 0),
+           numeric=True),
+    Column("unwritten", "unwritten", "output elements the kernel never wrote",
+           lambda r: fmt_num(r.metrics.get("unwritten")), _num_sort("unwritten"), numeric=True),
+    Column("worst_index", "worst index", "index of the largest error / bound",
+           lambda r: _list_text(r.metrics.get("worst_index")), lambda r: str(r.metrics.get("worst_index"))),
+    Column("first_mismatches", "first mismatches", "up to five indices over tolerance",
+           lambda r: _list_text(r.metrics.get("first_mismatches")), lambda r: str(r.metrics.get("first_mismatches"))),
+    Column("shape_mismatch", "shape mismatch", "actual vs expected shape",
+           lambda r: clip(r.metrics.get("shape_mismatch") or "—", 80), lambda r: str(r.metrics.get("shape_mismatch"))),
+    Column("shader", "shader", "ET-VK shader variant that produced the output",
+           lambda r: str(r.result.shader or "—"), lambda r: str(r.result.shader)),
+    Column("flags", "flags", "qualifiers such as polyfilled",
+           lambda r: ", ".join(map(str, r.result.flags or [])) or "—", lambda r: ",".join(map(str, r.result.flags or []))),
+    Column("expectation", "known", "known upstream bug (expectation id)",
+           lambda r: (r.expectation.id or "known") if r.expectation else "—",
+           lambda r: r.expectation.id if r.expectation else ""),
+    Column("seconds", "s", "wall time of the case on this device",
+           lambda r: fmt_num(r.result.seconds), lambda r: as_float(r.result.seconds) or 0.0, numeric=True),
+    Column("reason", "reason", "why the status (first and last 200 characters)",
+           lambda r: r.reason or "—", lambda r: r.reason),
+)
+"""Every column a report can show, declared once (like ExecuTorch's ``CSV_FIELD_NAMES``)."""
+
+COLUMNS: dict[str, Column] = {c.key: c for c in REPORT_COLUMNS}
+
+TABLE_COLUMNS = ("case", "variant", "status", "sqnr_db", "max_abs", "max_rel", "mismatches", "shader", "expectation")
+"""Per-device table of non-pass results."""
+CARD_COLUMNS = ("sqnr_db", "max_abs", "max_rel", "mismatches", "nan_inf", "unwritten", "worst_index",
+                "first_mismatches", "shape_mismatch", "shader", "flags", "seconds")
+"""Metrics in a failure's detail card."""
+CROSS_COLUMNS = ("sqnr_db", "max_abs", "mismatches")
+"""Key metrics shown per device on the cross-device page."""
+
+
+def columns(keys: Sequence[str]) -> list[Column]:
+    return [COLUMNS[k] for k in keys]
+
+
+# --------------------------------------------------------------------------- merging
+
+
+@dataclasses.dataclass(kw_only=True)
+class Merged:
+    """All results keyed by (case, device), latest kept."""
+
+    rows: dict[tuple[str, str], Row]
+    """Kept rows by (case, device slug)."""
+    duplicates: Counter
+    """Superseded results per device slug."""
+    sources: list[str] = dataclasses.field(default_factory=list)
+    """Input files, as given."""
+    total_read: int = 0
+    """Results read, duplicates included."""
+
+    @classmethod
+    def from_results(cls, results: Iterable[Result], sources: Sequence[str | os.PathLike] = ()) -> "Merged":
+        """Keep the latest result by ``time`` per (case, device); a tie goes to the one read last."""
+        groups: dict[tuple[str, str], list[tuple[datetime.datetime, int, Result]]] = defaultdict(list)
+        total = 0
+        for order, result in enumerate(results):
+            total += 1
+            device = slugify(str(result.device or UNKNOWN_DEVICE))
+            groups[(str(result.case), device)].append((parse_time(result.time), order, result))
+        rows, duplicates = {}, Counter()
+        for key, found in groups.items():
+            found.sort(key=lambda item: (item[0], item[1]))
+            row = Row.from_result(found[-1][2])
+            row.superseded = [item[2] for item in found[:-1]]
+            duplicates[key[1]] += len(row.superseded)
+            rows[key] = row
+        return cls(rows=rows, duplicates=duplicates, sources=[str(s) for s in sources], total_read=total)
+
+    @classmethod
+    def from_paths(cls, paths: Sequence[str | os.PathLike]) -> "Merged":
+        paths = list(paths)
+        return cls.from_results(load(paths), sources=paths)
+
+    def devices(self) -> list[str]:
+        return sorted({device for _, device in self.rows}, key=natural_key)
+
+    def for_device(self, device: str) -> list[Row]:
+        return sorted((r for (_, d), r in self.rows.items() if d == device), key=lambda r: natural_key(r.case))
+
+    def by_case(self) -> dict[str, dict[str, Row]]:
+        out: dict[str, dict[str, Row]] = defaultdict(dict)
+        for (case, device), row in self.rows.items():
+            out[case][device] = row
+        return out
+
+
+def status_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:
+    """``(status, count)`` in display order, unknown statuses last."""
+    counts = Counter(r.status for r in rows)
+    ordered = [(s, counts[s]) for s in STATUS_ORDER if counts.get(s)]
+    return ordered + sorted((s, n) for s, n in counts.items() if s not in STATUS_STYLES)

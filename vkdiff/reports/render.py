@@ -1,0 +1,370 @@
+"""Render merged results into self-contained HTML: one page per device, a cross-device page, an index."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import jinja2
+
+from vkdiff.harness.store import Result
+from vkdiff.reports import plots
+from vkdiff.reports.model import (
+    CARD_COLUMNS,
+    CROSS_COLUMNS,
+    STATUS_ORDER,
+    STATUS_STYLES,
+    TABLE_COLUMNS,
+    UNKNOWN_STYLE,
+    Column,
+    Merged,
+    Row,
+    clip,
+    columns,
+    fmt_num,
+    natural_key,
+    parse_time,
+    status_counts,
+    style,
+)
+
+MAX_HEATMAPS_PER_DEVICE = 120
+"""Error heatmaps drawn per device page (worst failures first); the page says when more were left out."""
+MAX_SPREAD_ROWS = 15
+"""Rows in the cross-device "largest SQNR spread among passing cases" table."""
+MATRIX_CELL_PX = 22
+RESERVED_NAMES = frozenset({"index", "cross-device"})
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ReportIndex:
+    """What ``render_reports`` wrote."""
+
+    out_dir: Path
+    """Folder holding every page."""
+    index: Path
+    """``index.html``, linking the others."""
+    cross_device: Path
+    """``cross-device.html``."""
+    devices: dict[str, Path]
+    """Per-device page by device slug."""
+    results: int
+    """Results rendered, one per (case, device)."""
+    duplicates: int
+    """Results superseded by a later one for the same (case, device)."""
+    seconds: float = 0.0
+    """Wall time of the rendering."""
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.index, self.cross_device, *self.devices.values()]
+
+
+def render_reports(result_paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> ReportIndex:
+    """Merge results files and write the HTML reports.
+
+    When the same (case, device) appears more than once (several CI runners,
+    reruns), the result with the latest ``time`` is kept and the others are
+    counted as duplicates (shown on the pages, with their statuses when they differ).
+
+    Args:
+        result_paths (Sequence[path]): JSON-lines results files (``vkdiff run --results``).
+        out_dir (path): folder to write ``index.html``, ``cross-device.html`` and ``<device>.html`` to; created.
+
+    Returns:
+        ReportIndex: the files written and counts.
+
+    Raises:
+        FileNotFoundError: a results file does not exist.
+
+    Example::
+
+        >>> index = render_reports(["vkdiff-results/llvmpipe.jsonl"], "vkdiff-report")  # doctest: +SKIP
+        >>> index.devices
+        {'llvmpipe': PosixPath('vkdiff-report/llvmpipe.html')}
+    """
+    paths = [Path(p) for p in result_paths]
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"results file {str(path)!r} not found; pass files written by `vkdiff run --results`")
+    return render_merged(Merged.from_paths(paths), out_dir)
+
+
+def render_results(results: Iterable[Result], out_dir: str | os.PathLike,
+                   sources: Sequence[str | os.PathLike] = ()) -> ReportIndex:
+    """Like ``render_reports`` for results already in memory (``sources`` only labels the pages)."""
+    return render_merged(Merged.from_results(results, sources=sources), out_dir)
+
+
+def render_merged(merged: Merged, out_dir: str | os.PathLike) -> ReportIndex:
+    """Write every page for already merged results."""
+    import time
+
+    start = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    env = _environment()
+    devices = merged.devices()
+    files = _file_names(devices)
+    generated = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    common = {"files": files, "generated": generated, "sources": merged.sources, "devices": devices}
+
+    summaries = {}
+    written: dict[str, Path] = {}
+    for device in devices:
+        context = _device_context(merged, device)
+        summaries[device] = context
+        path = out / files[device]
+        path.write_text(env.get_template("device.html.j2").render(**common, **context), encoding="utf-8")
+        written[device] = path
+
+    cross = _cross_context(merged, devices, summaries)
+    cross_path = out / "cross-device.html"
+    cross_path.write_text(env.get_template("cross_device.html.j2").render(**common, **cross), encoding="utf-8")
+
+    index_path = out / "index.html"
+    index_path.write_text(env.get_template("index.html.j2").render(
+        **common, summaries=summaries, cross=cross, total_read=merged.total_read,
+        results=len(merged.rows), duplicates=sum(merged.duplicates.values())), encoding="utf-8")
+    return ReportIndex(out_dir=out, index=index_path, cross_device=cross_path, devices=written,
+                       results=len(merged.rows), duplicates=sum(merged.duplicates.values()),
+                       seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------- jinja
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.globals.update(style=style, STATUS_STYLES=STATUS_STYLES, UNKNOWN_STYLE=UNKNOWN_STYLE, fmt_num=fmt_num,
+                       sort_value=_sort_value, heatmap_legend=plots.heatmap_legend_css(), clip=clip,
+                       TABLE_COLUMNS=columns(TABLE_COLUMNS), CARD_COLUMNS=columns(CARD_COLUMNS),
+                       CROSS_COLUMNS=columns(CROSS_COLUMNS), MAX_HEATMAPS=MAX_HEATMAPS_PER_DEVICE,
+                       compact=_compact)
+    return env
+
+
+def _file_names(devices: Sequence[str]) -> dict[str, str]:
+    names = {}
+    for device in devices:
+        name = f"device-{device}" if device.lower() in RESERVED_NAMES else device
+        names[device] = f"{name}.html"
+    return names
+
+
+def _sort_value(column: Column, row: Row) -> str:
+    """``data-sort`` attribute: numbers as floats (JS compares numerically), the rest as text."""
+    value = column.sort(row)
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        value = float(value)
+        if math.isnan(value):
+            return "-1e308"
+        return repr(max(min(value, 1e308), -1e308))
+    return column.text(row)
+
+
+def _compact(value: Any, limit: int = 160) -> str:
+    """Short one-line text of a dict/list field (dispatch sizes, spec constants)."""
+    if value in (None, "", [], {}):
+        return "—"
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={_compact(v, limit)}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(_compact(v, limit) for v in value) + "]"
+    else:
+        text = str(value)
+    return clip(text, limit)
+
+
+# --------------------------------------------------------------------------- device page
+
+
+def _identity(rows: Sequence[Row]) -> tuple[dict[str, Any], list[str]]:
+    """Device info of the latest result, and the distinct "name — driver" seen (several = mixed runners)."""
+    latest = max(rows, key=lambda r: parse_time(r.result.time)).result
+    info = latest.device_info if isinstance(latest.device_info, dict) else {}
+    seen = Counter()
+    for r in rows:
+        di = r.result.device_info if isinstance(r.result.device_info, dict) else {}
+        seen[f"{di.get('name', '?')} — driver {di.get('driver', '?')}"] += 1
+    return info, [f"{k} ({n} results)" for k, n in seen.most_common()] if len(seen) > 1 else []
+
+
+def _identity_pairs(info: dict[str, Any]) -> list[tuple[str, str]]:
+    pairs = []
+    for key, label in (("name", "adapter"), ("vendor", "vendor"), ("vendor_id", "vendor id"), ("driver", "driver"),
+                       ("backend", "backend"), ("adapter_type", "type")):
+        value = info.get(key)
+        if value in (None, ""):
+            continue
+        pairs.append((label, f"{value:#06x}" if key == "vendor_id" and isinstance(value, int) else clip(value, 120)))
+    return pairs
+
+
+def _versions(rows: Sequence[Row]) -> list[tuple[str, str]]:
+    values: dict[str, Counter] = defaultdict(Counter)
+    for r in rows:
+        for key, value in (r.result.versions or {}).items() if isinstance(r.result.versions, dict) else ():
+            values[key][str(value)] += 1
+    out = []
+    for key in sorted(values):
+        found = values[key]
+        out.append((key, next(iter(found)) if len(found) == 1 else
+                    ", ".join(f"{v} ({n})" for v, n in found.most_common())))
+    return out
+
+
+def _matrix(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Per op: variant columns, shape rows (natural order) split into side-by-side blocks."""
+    by_op: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_op[r.op].append(r)
+    out = []
+    for op in sorted(by_op, key=natural_key):
+        group = by_op[op]
+        cols = sorted({r.column for r in group}, key=lambda v: (v.count("-"), natural_key(v)))
+        shapes = sorted({r.shape for r in group}, key=natural_key)
+        cell = {(r.shape, r.column): r for r in group}
+        label_px = 7 * max((len(s) for s in shapes), default=4) + 24
+        table_px = label_px + MATRIX_CELL_PX * len(cols) + 12
+        blocks = max(1, min(4, 1320 // max(table_px, 1), math.ceil(len(shapes) / 24)))
+        per_block = math.ceil(len(shapes) / blocks)
+        body = [[(shape, [cell.get((shape, c)) for c in cols]) for shape in shapes[i:i + per_block]]
+                for i in range(0, len(shapes), per_block)]
+        head_px = 7 * max((len(c) for c in cols), default=4) + 12
+        out.append({"op": op, "columns": cols, "blocks": body, "count": len(group), "head_px": head_px,
+                    "counts": status_counts(group)})
+    return out
+
+
+def _hist_bars(row: Row) -> list[dict[str, Any]] | None:
+    """CSS bars of a case's error histogram: exact first, then one bar per decade (log-height)."""
+    hist = row.error_hist
+    if hist is None:
+        return None
+    counts = [hist["exact"], *hist["counts"]]
+    top = math.log1p(max(counts)) or 1.0
+    bars = [{"label": "exact", "count": hist["exact"], "over": False, "edge": None}]
+    edges = hist["edges"]
+    for i, count in enumerate(hist["counts"]):
+        lo, hi = edges[i], edges[i + 1]
+        bars.append({"label": f"1e{lo:g}–1e{hi:g}", "count": count, "over": lo >= 0, "edge": lo})
+    for bar in bars:
+        bar["height"] = 0 if not bar["count"] else max(4, round(100 * math.log1p(bar["count"]) / top))
+    return bars
+
+
+def _device_context(merged: Merged, device: str) -> dict[str, Any]:
+    rows = merged.for_device(device)
+    info, mixed = _identity(rows)
+    fails = [r for r in rows if r.category == "fail"]
+    skips = [r for r in rows if r.category == "skip"]
+    fail_groups = []
+    for status in [*STATUS_ORDER, *sorted({r.status for r in fails} - set(STATUS_ORDER))]:
+        group = sorted((r for r in fails if r.status == status and not r.known), key=lambda r: r.severity)
+        if group:
+            fail_groups.append((status, "", group))
+    known = sorted((r for r in fails if r.known), key=lambda r: r.severity)
+    if known:
+        fail_groups.append(("known", "known upstream bugs (expectations)", known))
+    skip_groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in skips:
+        skip_groups[(r.status, r.reason or "(no reason recorded)")].append(r)
+
+    with_map = sorted((r for r in fails if r.error_map is not None), key=lambda r: r.severity)
+    heatmaps = {}
+    for r in with_map[:MAX_HEATMAPS_PER_DEVICE]:
+        heatmaps[r.anchor] = plots.heatmap_uri(r.error_map)
+    failures = [r for _, _, group in fail_groups for r in group]
+    return {
+        "device": device,
+        "info": info,
+        "identity": _identity_pairs(info),
+        "title": info.get("name") or device,
+        "mixed": mixed,
+        "versions": _versions(rows),
+        "rows": rows,
+        "counts": status_counts(rows),
+        "n_fail": len(fails),
+        "n_known": len(known),
+        "n_skip": len(skips),
+        "n_pass": sum(1 for r in rows if r.category == "pass"),
+        "xpass": [r for r in rows if r.xpass],
+        "flaky": [r for r in rows if r.flaky],
+        "duplicates": merged.duplicates.get(device, 0),
+        "matrix": _matrix(rows),
+        "sqnr_plot": plots.sqnr_strip(rows),
+        "hist_plot": plots.error_hist_by_group(rows),
+        "n_hist": sum(1 for r in rows if r.error_hist is not None),
+        "failures": failures,
+        "fail_groups": fail_groups,
+        "skip_groups": sorted(skip_groups.items(), key=lambda item: (STATUS_ORDER.index(item[0][0])
+                                                                    if item[0][0] in STATUS_ORDER else 99, -len(item[1]))),
+        "heatmaps": heatmaps,
+        "n_with_map": len(with_map),
+        "hist_bars": {r.anchor: _hist_bars(r) for r in fails},
+    }
+
+
+# --------------------------------------------------------------------------- cross-device page
+
+
+def _cross_context(merged: Merged, devices: Sequence[str], summaries: dict[str, dict]) -> dict[str, Any]:
+    by_case = merged.by_case()
+    shared = {case: rows for case, rows in by_case.items() if len(rows) >= 2}
+    divergent, nowhere, all_pass, gaps = [], [], [], []
+    for case, rows in shared.items():
+        cats = {r.category for r in rows.values()}
+        entry = {"case": case, "rows": rows, "first": next(iter(rows.values())),
+                 "failing": [d for d in devices if d in rows and rows[d].category == "fail"],
+                 "passing": [d for d in devices if d in rows and rows[d].category == "pass"],
+                 "known": all(r.known for r in rows.values() if r.category == "fail"),
+                 "statuses": len({r.status for r in rows.values() if r.category == "fail"})}
+        if "pass" in cats and "fail" in cats:
+            divergent.append(entry)
+        elif "fail" in cats:
+            nowhere.append(entry)
+        elif cats == {"pass"}:
+            all_pass.append(entry)
+        else:
+            gaps.append(entry)
+    divergent.sort(key=lambda e: (e["known"], e["failing"], natural_key(e["case"])))
+    nowhere.sort(key=lambda e: (e["known"], -e["statuses"], natural_key(e["case"])))
+    gaps.sort(key=lambda e: natural_key(e["case"]))
+    patterns = Counter()
+    for e in divergent:
+        patterns[(tuple(e["failing"]), tuple(e["passing"]))] += 1
+    spread = []
+    for e in all_pass:
+        finite = {d: r.sqnr for d, r in e["rows"].items() if r.sqnr is not None and math.isfinite(r.sqnr)}
+        if len(finite) >= 2:
+            lo, hi = min(finite, key=finite.get), max(finite, key=finite.get)
+            spread.append({**e, "spread": finite[hi] - finite[lo], "lo": lo, "hi": hi})
+    spread.sort(key=lambda e: -e["spread"])
+    pass_by_op = Counter(e["first"].op for e in all_pass)
+    scatter, ref = plots.sqnr_cross(shared, devices) if len(devices) >= 2 else (None, "")
+    return {
+        "shared": len(shared),
+        "single": len(by_case) - len(shared),
+        "divergent": divergent,
+        "patterns": sorted(patterns.items(), key=lambda item: -item[1]),
+        "nowhere": nowhere,
+        "all_pass": len(all_pass),
+        "pass_by_op": sorted(pass_by_op.items(), key=lambda item: natural_key(item[0])),
+        "gaps": gaps,
+        "spread": spread[:MAX_SPREAD_ROWS],
+        "scatter": scatter,
+        "ref": ref,
+        "titles": {d: summaries[d]["title"] for d in devices},
+    }
+
