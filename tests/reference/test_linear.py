@@ -236,7 +236,8 @@ def _torchao_dq8ca_oracle(
     )
     q = ao_quantize_affine(tx, (1, k), s, z, torch.int8, -128, 127)
     x_dq = (q.double() - z.double()[:, None]) * s.double()[:, None]
-    w_dq = torch.from_numpy(codes).double() * torch.from_numpy(scales).double().repeat_interleave(gs, 1)
+    w_scales = torch.from_numpy(scales).double().repeat_interleave(gs, 1)
+    w_dq = torch.from_numpy(codes).double() * w_scales
     b = None if bias is None else torch.as_tensor(bias).double()
     out = torch.nn.functional.linear(x_dq, w_dq, b).numpy()
     return out, s.numpy(), z.numpy(), q.numpy()
@@ -286,7 +287,8 @@ def test_dq8ca_equals_q4gsw_on_fake_quantized_input(rng: np.random.Generator) ->
     out = linear.linear_dq8ca_q4gsw(x, s, z, packed, sums, scales_t, gs)
     assert out.shape == (2, 3, n)
     q = quant.quantize_per_token(x, s, z)
-    x_dq = (q.astype(np.float64) - z.astype(np.float64)[..., None]) * s.astype(np.float64)[..., None]
+    z64, s64 = z.astype(np.float64)[..., None], s.astype(np.float64)[..., None]
+    x_dq = (q.astype(np.float64) - z64) * s64
     assert_rel_close(out, linear.linear_q4gsw(x_dq, packed, scales_t, gs), rtol=1e-12)
 
 
@@ -405,8 +407,10 @@ def test_dq8ca_etvk_qparams_wrapper(rng: np.random.Generator) -> None:
     q = ao_quantize_affine(
         torch.from_numpy(x), (1, k), torch.from_numpy(s), torch.from_numpy(z), torch.int8, -128, 127
     )
-    x_dq = (q.double() - torch.from_numpy(z).double()[:, None]) * torch.from_numpy(s).double()[:, None]
-    w_dq = torch.from_numpy(codes).double() * torch.from_numpy(scales).double().repeat_interleave(gs, 1)
+    tz, ts = torch.from_numpy(z).double(), torch.from_numpy(s).double()
+    x_dq = (q.double() - tz[:, None]) * ts[:, None]
+    w_scales = torch.from_numpy(scales).double().repeat_interleave(gs, 1)
+    w_dq = torch.from_numpy(codes).double() * w_scales
     _assert_rows_close(out, torch.nn.functional.linear(x_dq, w_dq).numpy())
     with pytest.raises(ValueError):
         linear.linear_dq8ca_q4gsw_dynamic(x, packed, sums, scales_t, gs, qparams="bogus")

@@ -206,14 +206,18 @@ def test_pack_embedding_roundtrip_property(n: int, k_half: int) -> None:
     np.testing.assert_array_equal(packing.pack_int4_embedding(packing.unpack_int4_embedding(b)), b)
     # embedding order == linear order with the nibbles of every byte swapped
     swapped = ((b & 0x0F) << 4) | (b >> 4)
-    np.testing.assert_array_equal(packing.unpack_int4_embedding(b), packing.unpack_int4_linear(swapped))
+    np.testing.assert_array_equal(
+        packing.unpack_int4_embedding(b), packing.unpack_int4_linear(swapped)
+    )
 
 
 # --- static int8 weight sums ---------------------------------------------------
 
 
 @pytest.mark.parametrize("n", [1, 4, 7, 12, 33])
-def test_weight_sums_per_channel_matches_etvk_pass_formula(rng: np.random.Generator, n: int) -> None:
+def test_weight_sums_per_channel_matches_etvk_pass_formula(
+    rng: np.random.Generator, n: int
+) -> None:
     """make_linear_q8ta_q8csw_custom_op: weight.sum(dim=1).to(int32), padded to 4."""
     w = rng.integers(-127, 128, size=(n, 300), dtype=np.int8)
     ours = packing.weight_sums_per_channel(w)
@@ -240,7 +244,8 @@ def test_weight_sums_stride_disagreement_with_tiled_shader(rng: np.random.Genera
         true = packing.weight_sums(q, gs)[:, :n]
         etvk = compute_per_group_sums(torch.from_numpy(q), gs).numpy().reshape(-1)
         assert np.array_equal(shader_view(etvk, n), true) == consistent, n
-        np.testing.assert_array_equal(shader_view(packing.weight_sums(q, gs, 4).reshape(-1), n), true)
+        pad4 = packing.weight_sums(q, gs, 4).reshape(-1)
+        np.testing.assert_array_equal(shader_view(pad4, n), true)
 
 
 # --- int8 activations in 4H4W blocks with group sums ----------------------------
@@ -274,6 +279,12 @@ def test_pack_int8_4h4w_worked_example() -> None:
     assert int(packed[0, 1, 1]) == 0x07060504
     assert (packed[0, :, 2:] == 0).all()  # padding rows
     np.testing.assert_array_equal(packed.reshape(-1), _shader_pack_4h4w(q))
+    # the check can fail: column-major blocks (4W4H) or big-endian words differ
+    q4 = np.arange(-16, 16, dtype=np.int8).reshape(4, 8)
+    cols_major = np.ascontiguousarray(q4.reshape(1, 4, 2, 4).transpose(0, 2, 3, 1)).view("<i4")
+    assert not np.array_equal(cols_major.reshape(-1), _shader_pack_4h4w(q4))
+    big_endian = packing.pack_int8_4h4w(q4).astype(">i4").view("<i4")
+    assert not np.array_equal(big_endian.reshape(-1), _shader_pack_4h4w(q4))
 
 
 @settings(max_examples=30, deadline=None)

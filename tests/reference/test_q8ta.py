@@ -28,7 +28,7 @@ def _q8csw_weight(rng: np.random.Generator, n: int, k: int):
     """int8 per-channel symmetric weight ([-127, 127]) with ET-VK-padded params."""
     w = rng.integers(-127, 128, size=(n, k), dtype=np.int8)
     w[0, 0] = -127
-    scales = (np.abs(random_weight(rng, (n,))) * np.float32(0.01) + np.float32(1e-4)).astype(np.float32)
+    scales = np.abs(random_weight(rng, (n,))) * np.float32(0.01) + np.float32(1e-4)
     return w, scales, packing.weight_sums_per_channel(w), packing.pad_last_dim(scales, 4)
 
 

@@ -43,6 +43,12 @@ class FusionContext:
     """Variant names of the ExecuTorch tree, when one is given."""
     numerics: Any = None
     """``ErrorStatistics`` of the reference-interpreted delegate against the eager model, when run."""
+    qparam_flow: list[dict[str, Any]] | None = None
+    """PT2E recipes: input/output qparams of every qparam-preserving op and every cat (``harness.pt2e``)."""
+    runtime_error: str | None = None
+    """Why ExecuTorch's CPU runtime could not load or run the program (C++ message included), when it ran."""
+    bf16_scales: bool | None = None
+    """Whether every weight scale constant is exactly bfloat16-representable (bf16 checkpoint recipes)."""
 
 
 Rule = Callable[[FusionContext], list[Finding]]

@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", metavar="FILE.jsonl", default=None,
                      help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
     run.add_argument("--list", action="store_true", help="List the selected case ids and exit")
+    run.add_argument("--suite", choices=("all", "kernels", "models"), default="all",
+                     help="Kernel cases on devices, model cases (lowering and fusion checks on the host), or both")
     return parser
 
 
@@ -99,36 +101,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from vkdiff.cases.kernels import all_cases
-    from vkdiff.harness.run import run_cases, summarize
+    from vkdiff.cases.models import all_model_cases
+    from vkdiff.harness.expectations import counts_as_failure
+    from vkdiff.harness.models import HOST
+    from vkdiff.harness.run import run_cases, run_models, summarize
     from vkdiff.harness.store import ResultStore
 
     console = Console(stderr=True)
-    cases = all_cases(args.cases)
+    cases = all_cases(args.cases) if args.suite in ("all", "kernels") else []
+    models = all_model_cases(args.cases) if args.suite in ("all", "models") else []
     if args.list:
-        print("\n".join(c.id for c in cases))
+        print("\n".join([c.id for c in cases] + [m.id for m in models]))
         return 0
-    if not cases:
+    if not cases and not models:
         raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
     et_src, devices = _resolve_inputs(args)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
     store = ResultStore(results_path)
-    console.print(f"vkdiff: seed {args.seed}; {len(cases)} cases × {len(devices)} device(s) "
-                  f"({', '.join(i.slug for i, _ in devices) or 'none'}); ET tree: {et_src or 'none'}", markup=False)
+    console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
+                  f"({', '.join(i.slug for i, _ in devices) or 'none'}), {len(models)} model cases; "
+                  f"ET tree: {et_src or 'none'}", markup=False)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("running", total=len(cases) * max(1, len(devices)))
+        task = progress.add_task("running", total=len(cases) * max(1, len(devices)) + len(models))
 
         def on_result(result) -> None:
-            progress.advance(task)
-            if Status[result.status].is_failure():
+            if result.device != HOST:
+                progress.advance(task)
+            if counts_as_failure(result):
                 first = result.reason.splitlines()[0] if result.reason else ""
                 progress.console.print(f"{result.status} {result.case}@{result.device}: {first}", markup=False,
                                        style="red")
 
         results = run_cases(cases, devices, et_src, store, seed=args.seed, repeat=args.repeat, on_result=on_result)
+        for model in models:
+            results += run_models([model], et_src, store, on_result=on_result)
+            progress.advance(task)
     print_summary(summarize(results), console)
     console.print(f"results: {results_path}", markup=False)
-    return EXIT_FAIL if any(Status[r.status].is_failure() for r in results) else 0
+    return EXIT_FAIL if any(counts_as_failure(r) for r in results) else 0
 
 
 def print_summary(table: dict, console) -> None:
@@ -136,7 +147,8 @@ def print_summary(table: dict, console) -> None:
 
     out = Table(title="vkdiff summary")
     out.add_column("device")
-    statuses = [s.name for s in Status if any(s.name in c for c in table.values())]
+    columns = [s.name for s in Status] + ["KNOWN", "UNEXPECTED_PASS"]
+    statuses = [name for name in columns if any(name in c for c in table.values())]
     for name in statuses:
         out.add_column(name, justify="right")
     for device, counts in table.items():

@@ -11,19 +11,23 @@ versions); the Vulkan pattern graphs are memoised per process.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
 import hashlib
 import inspect
+import logging
 import pickle
 import time
 import traceback
+import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from vkdiff.cases.models import ModelCase
+from vkdiff.device.boundary import quiet_stderr
 from vkdiff.device.build import cache_dir
 from vkdiff.harness.delegate import Delegate, decode
 from vkdiff.harness.store import versions
@@ -69,8 +73,9 @@ class LoweredCase:
         return total
 
 
-RECIPES: dict[str, Callable[[Any], Any]] = {}
-"""Quantization recipes by name: each takes a float module and returns it quantized."""
+RECIPES: dict[str, Callable[..., Any]] = {}
+"""Quantization recipes by name: ``recipe(model, inputs)`` returns the module quantized (PT2E recipes need
+the example inputs to export and calibrate; torchao recipes ignore them)."""
 
 
 def recipe(name: str):
@@ -81,12 +86,13 @@ def recipe(name: str):
 
 
 @recipe("fp32")
-def _fp32(model):
+def _fp32(model, inputs=None):
+    """No quantization: the float model as is."""
     return model
 
 
 @recipe("8da4w")
-def _8da4w(model, group_size: int = 32):
+def _8da4w(model, inputs=None, group_size: int = 32):
     import torch
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, PerGroup, quantize_
 
@@ -96,7 +102,7 @@ def _8da4w(model, group_size: int = 32):
 
 
 @recipe("8da4w-fp32zp")
-def _8da4w_fp32zp(model, group_size: int = 32):
+def _8da4w_fp32zp(model, inputs=None, group_size: int = 32):
     """torchao's ``Int8DynActInt4WeightQuantizer``: per-token zero points allocated as float32 (TISO-style)."""
     from torchao.quantization import Int8DynActInt4WeightQuantizer
 
@@ -115,44 +121,62 @@ def _intx_weight_only(model, *, granularity, asymmetric: bool = False, embedding
 
 
 @recipe("4w")
-def _4w(model, group_size: int = 32):
+def _4w(model, inputs=None, group_size: int = 32):
     from torchao.quantization import PerGroup
 
     return _intx_weight_only(model, granularity=PerGroup(group_size))
 
 
 @recipe("4w-asym")
-def _4w_asym(model, group_size: int = 32):
+def _4w_asym(model, inputs=None, group_size: int = 32):
     from torchao.quantization import PerGroup
 
     return _intx_weight_only(model, granularity=PerGroup(group_size), asymmetric=True)
 
 
 @recipe("emb4w")
-def _emb4w(model, group_size: int = 32):
+def _emb4w(model, inputs=None, group_size: int = 32):
     from torchao.quantization import PerGroup
 
     return _intx_weight_only(model, granularity=PerGroup(group_size), embeddings=True)
 
 
 @recipe("emb4w-perrow")
-def _emb4w_perrow(model):
+def _emb4w_perrow(model, inputs=None):
     from torchao.quantization import PerAxis
 
     return _intx_weight_only(model, granularity=PerAxis(0), embeddings=True)
 
 
 @recipe("emb4w-asym")
-def _emb4w_asym(model, group_size: int = 32):
+def _emb4w_asym(model, inputs=None, group_size: int = 32):
     from torchao.quantization import PerGroup
 
     return _intx_weight_only(model, granularity=PerGroup(group_size), asymmetric=True, embeddings=True)
 
 
 @recipe("emb4w+4w")
-def _emb4w_and_4w(model, group_size: int = 32):
+def _emb4w_and_4w(model, inputs=None, group_size: int = 32):
     """Tied embedding / lm_head: both the embedding and the linear quantized 4-bit group-wise."""
-    return _4w(_emb4w(model, group_size), group_size)
+    return _4w(_emb4w(model, inputs, group_size), inputs, group_size)
+
+
+def _bf16_checkpoint(model, inputs, quantize: Callable, unwrap: bool):
+    """export_llama's bf16 path: load as bf16, quantize in bf16, then ``.to(torch.float32)``."""
+    import torch
+
+    model = quantize(model.to(torch.bfloat16), inputs).to(torch.float32)
+    if unwrap:
+        from torchao.utils import unwrap_tensor_subclass
+
+        model = unwrap_tensor_subclass(model)
+    return model
+
+
+for _name, _quantize in (("4w", _4w), ("8da4w", _8da4w)):
+    for _unwrap in (False, True):
+        RECIPES[f"{_name}-bf16{'-unwrap' if _unwrap else ''}"] = functools.partial(
+            _bf16_checkpoint, quantize=_quantize, unwrap=_unwrap)
 
 
 PARTITIONERS: dict[str, Callable[[], list]] = {}
@@ -247,7 +271,18 @@ def _stage(name: str, fn: Callable, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
-        raise LowerError(f"{name}: {_failing_pass(exc)}{type(exc).__name__}: {str(exc).strip()[:400]}") from exc
+        root = _root_cause(exc)
+        cause = f" | cause: {type(root).__name__}: {str(root).strip()[:300]}" if root is not exc else ""
+        raise LowerError(f"{name}: {_failing_pass(exc)}{type(exc).__name__}: {str(exc).strip()[:300]}{cause}") from exc
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception of a chain (ExecuTorch wraps pass failures in a generic Exception)."""
+    seen = {id(exc)}
+    while (nxt := exc.__cause__ or exc.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        exc = nxt
+    return exc
 
 
 def _failing_pass(exc: BaseException) -> str:
@@ -258,14 +293,35 @@ def _failing_pass(exc: BaseException) -> str:
     return ""
 
 
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[list[str]]:
+    """Keep torch/torchao/executorch chatter (warnings, INFO logs, native fd-2 prints) out of vkdiff's output.
+
+    Yields the list of captured native stderr lines (kept for diagnostics).
+    """
+    with quiet_stderr() as captured, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.INFO)
+        try:
+            yield captured
+        finally:
+            logging.disable(previous)
+
+
 def _lower_uncached(case: ModelCase) -> LoweredCase:
+    with quiet_libraries():
+        return _lower_steps(case)
+
+
+def _lower_steps(case: ModelCase) -> LoweredCase:
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
     start = time.perf_counter()
     memoise_vulkan_patterns()
     model, inputs = _stage("build", case.instantiate)
-    model = _stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model)
+    model = _stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model, inputs)
     program = _stage("export", torch.export.export, model, inputs)
     edge = _stage(f"to_edge_transform_and_lower[{case.partitioner}]", to_edge_transform_and_lower, program,
                   partitioner=PARTITIONERS[case.partitioner]())

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from vkdiff.cases.kernels import KernelCase
+from vkdiff.cases.models import ModelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
+from vkdiff.harness.expectations import annotate
 from vkdiff.harness.kernels import Prepared, not_run, prepare_case, run_case
 from vkdiff.harness.store import Result, ResultStore
 
@@ -37,6 +39,7 @@ def run_cases(cases: Sequence[KernelCase], devices: Sequence[tuple[DeviceInfo, A
     results: list[Result] = []
 
     def emit(result: Result) -> None:
+        annotate(result)
         store.append(result)
         results.append(result)
         on_result(result)
@@ -68,9 +71,27 @@ def _prepare(case: KernelCase, seed: int) -> Prepared | None:
         return None
 
 
+def run_models(cases: Sequence[ModelCase], et_src: Path | None, store: ResultStore,
+               on_result: Callable[[Result], None] = lambda r: None) -> list[Result]:
+    """Lower each model case and check its rules on the host; results appended as they come."""
+    from vkdiff.harness.models import check_case
+
+    variants = ShaderBuilder(et_src).variants() if et_src is not None else None
+    results = []
+    for case in cases:
+        for result in check_case(case, variants):
+            annotate(result)
+            store.append(result)
+            results.append(result)
+            on_result(result)
+    return results
+
+
 def summarize(results: Sequence[Result]) -> dict[str, Counter]:
-    """Counts per status, per device."""
+    """Counts per status, per device; known bugs and unexpected passes counted apart."""
     table: dict[str, Counter] = {}
     for result in results:
-        table.setdefault(result.device, Counter())[result.status] += 1
+        outcome = (result.expectation or {}).get("outcome")
+        column = {"known": "KNOWN", "unexpected-pass": "UNEXPECTED_PASS"}.get(outcome, result.status)
+        table.setdefault(result.device, Counter())[column] += 1
     return table

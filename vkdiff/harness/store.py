@@ -59,6 +59,8 @@ class Result:
     """vkdiff, executorch, torch, wgpu versions and the ET tree hash."""
     device_info: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Adapter identity (``DeviceInfo``)."""
+    expectation: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Known upstream bug this result matches: ``id``, ``link``, ``reason``, ``outcome`` (known/unexpected-pass)."""
     seconds: float = 0.0
     """Wall time of the case on this device."""
     time: str = ""

@@ -170,21 +170,29 @@ def linear_dq8ca_q4gsw(
     ``packed_weight``), ``s_w[g, n] = scales[g, n]`` and ``ws = weight_sums``::
 
         q[m, k]    = clip(round_half_even(x[m, k] * (1 / s_x)) + z, -128, 127)   # int8
-        acc[g,m,n] = sum_{k in group g} q[m, k] * c[n, k]                          # exact
+        acc[g,m,n] = sum_{k in group g} q[m, k] * c[n, k]                          # integer
         out[m, n]  = s_x * sum_g s_w[g, n] * (acc[g, m, n] - z * ws[g, n]) + bias[n]
 
-    which equals ``sum_k (q[m, k] - z) * s_x * c[n, k] * s_w[k // gs, n] + bias[n]``
-    when ``ws`` are the true code sums (:func:`~vkdiff.reference.packing.weight_sums`).
-    The shader computes ``acc`` over the unsigned nibbles ``u = c + 8`` and
-    then ``acc_u - (ws + 8*gs)*z + 8*(gs*z - sum_k q)``, which is the same
-    integer. ``acc`` and ``acc - z*ws`` are exact (float64 holds these
-    integers exactly); ``s_w * (acc - z*ws)`` is exact too (24-bit scale
-    times an integer below 2**29); only the sum over groups, the final
-    ``* s_x`` and the bias add round, in float64.
+    (The shader accumulates over the unsigned nibbles ``u = c + 8`` and
+    subtracts ``(ws + 8*gs)*z - 8*(gs*z - sum_k q)``: the same integer.)
 
-    ET-VK dispatch notes: this integer path only runs for ``M > 1`` on
-    devices with int8 dot products. For ``M == 1`` (gemv) or without int8
-    dot products ET-VK computes the weight-only ``linear_q4gsw`` on the float
+    Evaluation: with ``cs[g, n] = sum_{k in g} c[n, k]`` (the true code sums)
+    the formula is regrouped, exactly, as::
+
+        out[m, n] = s_x * ( sum_k (q[m, k] - z) * (c[n, k] * s_w[k // gs, n])
+                            + z * sum_g s_w[g, n] * (cs[g, n] - ws[g, n]) ) + bias[n]
+
+    Every product is exact in float64 (``q - z`` has 9 bits, ``c * s_w`` 27,
+    ``cs - ws`` is an exact integer) and only the float64 sums, ``* s_x``
+    and ``+ bias`` round, so rows with ``q == z`` everywhere give exactly
+    ``bias``. The correction term is exactly zero when ``ws`` are the true
+    sums (:func:`~vkdiff.reference.packing.weight_sums`) and otherwise
+    reproduces what the op computes with the ``ws`` it is given. One float64
+    GEMM keeps ``M=32, K=N=4096`` near the cost of :func:`linear_q4gsw`.
+
+    ET-VK dispatch notes: this integer path only runs when ``x.shape[-2] > 1``
+    on devices with int8 dot products. For ``x.shape[-2] == 1`` (gemv, even
+    with leading batch dims) or without int8 dot products ET-VK computes the weight-only ``linear_q4gsw`` on the float
     input (reference: :func:`linear_q4gsw`); the eager CPU op
     ``torch.ops.et_vk.linear_dq8ca_q4gsw`` always does that, i.e. ignores
     ``input_scale`` / ``input_zero_point`` entirely.
@@ -212,19 +220,16 @@ def linear_dq8ca_q4gsw(
     groups = _check_q4gsw_params(n, k, group_size, scales, weight_sums)
     xm = x.reshape(-1, k)
     m = xm.shape[0]
-    q = quantize_per_token(xm, input_scale, input_zero_point).astype(np.float64)
+    q = quantize_per_token(xm, input_scale, input_zero_point)
     s_x = np.asarray(input_scale, dtype=np.float64).reshape(m, 1)
     z = np.asarray(input_zero_point, dtype=np.float64).reshape(m, 1)
-    codes = unpack_int4_linear(packed_weight, k).astype(np.float64)
-    s_w = scales[:, :n].astype(np.float64)
-    ws = weight_sums[:, :n].astype(np.float64)
-    out = np.zeros((m, n), dtype=np.float64)
-    for g in range(groups):
-        cols = slice(g * group_size, (g + 1) * group_size)
-        acc = q[:, cols] @ codes[:, cols].T  # exact integers (< 2**53)
-        acc -= z * ws[g]
-        acc *= s_w[g]
-        out += acc
+    codes = unpack_int4_linear(packed_weight, k).reshape(n, groups, group_size)
+    s_w = scales[:, :n].astype(np.float64)  # [G, N]
+    w = np.multiply(codes, s_w.T[:, :, None], dtype=np.float64).reshape(n, k)  # exact
+    out = (q.astype(np.float64) - z) @ w.T  # exact terms, float64 sum
+    ws_err = codes.sum(axis=2, dtype=np.int64).T - weight_sums[:, :n].astype(np.int64)
+    if ws_err.any():
+        out += z * (ws_err * s_w).sum(axis=0)
     out *= s_x
     if bias is not None:
         out += np.asarray(bias, dtype=np.float64)[:n]

@@ -14,8 +14,10 @@ tensors at export time:
 * for the static int8 linear (``linear_q8ta_q8csw``) the per-output-channel
   sums of the int8 codes, zero-padded to a multiple of 4
   (:func:`weight_sums_per_channel`),
-* 4-bit embedding tables in the ``quantized_decomposed.embedding_4bit``
-  nibble order (:func:`pack_int4_embedding`), the opposite of the linear one.
+* 4-bit embedding tables: ``quantized_decomposed.embedding_4bit`` stores them
+  in the opposite nibble order (:func:`pack_int4_embedding`); ET-VK's
+  embedding passes repack them with :func:`pack_int4_linear` and call
+  ``embedding_q4gsw(..., is_linear_weight=True)``,
 
 and what the GPU does at run time to activations of ``linear_dq8ca_q4gsw``:
 int8 codes in ``kPackedInt8_4H4W`` blocks plus per-group row sums

@@ -91,7 +91,8 @@ def linear_q8ta_q8csw(
         input_scale: Per-tensor scale (rounded to float32, as on the device).
         input_zero_point: Per-tensor integral zero point.
         weight: int8 ``[N, K]``.
-        weight_sums: int32 ``[N_padded]`` (:func:`~vkdiff.reference.packing.weight_sums_per_channel`).
+        weight_sums: int32 ``[N_padded]``
+            (:func:`~vkdiff.reference.packing.weight_sums_per_channel`).
         weight_scales: ``[N_padded]`` per-channel scales (ET-VK pads to 4).
         bias: Optional ``[N]`` / ``[N_padded]``.
 

@@ -397,7 +397,8 @@ REPORT_COLUMNS: tuple[Column, ...] = (
     Column("mismatches", "mismatches / total", "elements over tolerance", _mismatch_text, _mismatch_frac,
            numeric=True),
     Column("nan_inf", "NaN / Inf", "non-finite outputs where the reference is finite",
-           lambda r: f"{as_int(r.metrics.get('nan_count')) or 0} / {as_int(r.metrics.get('inf_count')) or 0}",
+           lambda r: (f"{as_int(r.metrics.get('nan_count')) or 0} / {as_int(r.metrics.get('inf_count')) or 0}"
+                      if (as_int(r.metrics.get("nan_count")) or as_int(r.metrics.get("inf_count"))) else "—"),
            lambda r: (as_int(r.metrics.get("nan_count")) or 0) + (as_int(r.metrics.get("inf_count")) or 0),
            numeric=True),
     Column("unwritten", "unwritten", "output elements the kernel never wrote",
@@ -415,7 +416,7 @@ REPORT_COLUMNS: tuple[Column, ...] = (
     Column("expectation", "known", "known upstream bug (expectation id)",
            lambda r: (r.expectation.id or "known") if r.expectation else "—",
            lambda r: r.expectation.id if r.expectation else ""),
-    Column("seconds", "s", "wall time of the case on this device",
+    Column("seconds", "seconds", "wall time of the case on this device",
            lambda r: fmt_num(r.result.seconds), lambda r: as_float(r.result.seconds) or 0.0, numeric=True),
     Column("reason", "reason", "why the status (first and last 200 characters)",
            lambda r: r.reason or "—", lambda r: r.reason),
@@ -424,12 +425,13 @@ REPORT_COLUMNS: tuple[Column, ...] = (
 
 COLUMNS: dict[str, Column] = {c.key: c for c in REPORT_COLUMNS}
 
-TABLE_COLUMNS = ("case", "variant", "status", "sqnr_db", "max_abs", "max_rel", "mismatches", "shader", "expectation")
+TABLE_COLUMNS = ("case", "status", "sqnr_db", "max_abs", "max_rel", "mismatches", "nan_inf", "shader", "reason")
 """Per-device table of non-pass results."""
-CARD_COLUMNS = ("sqnr_db", "max_abs", "max_rel", "mismatches", "nan_inf", "unwritten", "worst_index",
-                "first_mismatches", "shape_mismatch", "shader", "flags", "seconds")
-"""Metrics in a failure's detail card."""
-CROSS_COLUMNS = ("sqnr_db", "max_abs", "mismatches")
+CARD_KEY_COLUMNS = ("sqnr_db", "max_abs", "max_rel", "mismatches", "nan_inf", "unwritten")
+"""Headline numbers of a failure's detail card."""
+CARD_COLUMNS = ("worst_index", "first_mismatches", "shape_mismatch", "shader", "flags", "seconds")
+"""Further facts in a failure's detail card."""
+CROSS_COLUMNS = ("sqnr_db", "max_abs", "mismatches", "nan_inf", "unwritten")
 """Key metrics shown per device on the cross-device page."""
 
 
@@ -467,7 +469,8 @@ class Merged:
             found.sort(key=lambda item: (item[0], item[1]))
             row = Row.from_result(found[-1][2])
             row.superseded = [item[2] for item in found[:-1]]
-            duplicates[key[1]] += len(row.superseded)
+            if row.superseded:
+                duplicates[key[1]] += len(row.superseded)
             rows[key] = row
         return cls(rows=rows, duplicates=duplicates, sources=[str(s) for s in sources], total_read=total)
 

@@ -16,6 +16,7 @@ from vkdiff.harness.store import Result
 from vkdiff.reports import plots
 from vkdiff.reports.model import (
     CARD_COLUMNS,
+    CARD_KEY_COLUMNS,
     CROSS_COLUMNS,
     STATUS_ORDER,
     STATUS_STYLES,
@@ -147,6 +148,7 @@ def _environment() -> jinja2.Environment:
     env.globals.update(style=style, STATUS_STYLES=STATUS_STYLES, UNKNOWN_STYLE=UNKNOWN_STYLE, fmt_num=fmt_num,
                        sort_value=_sort_value, heatmap_legend=plots.heatmap_legend_css(), clip=clip,
                        TABLE_COLUMNS=columns(TABLE_COLUMNS), CARD_COLUMNS=columns(CARD_COLUMNS),
+                       CARD_KEY_COLUMNS=columns(CARD_KEY_COLUMNS),
                        CROSS_COLUMNS=columns(CROSS_COLUMNS), MAX_HEATMAPS=MAX_HEATMAPS_PER_DEVICE,
                        compact=_compact)
     return env
@@ -181,6 +183,8 @@ def _compact(value: Any, limit: int = 160) -> str:
         text = ", ".join(f"{k}={_compact(v, limit)}" for k, v in value.items())
     elif isinstance(value, (list, tuple)):
         text = "[" + ", ".join(_compact(v, limit) for v in value) + "]"
+    elif isinstance(value, float):
+        text = fmt_num(value)
     else:
         text = str(value)
     return clip(text, limit)
@@ -254,11 +258,13 @@ def _hist_bars(row: Row) -> list[dict[str, Any]] | None:
         return None
     counts = [hist["exact"], *hist["counts"]]
     top = math.log1p(max(counts)) or 1.0
-    bars = [{"label": "exact", "count": hist["exact"], "over": False, "edge": None}]
+    bars = [{"label": "exact", "count": hist["exact"], "over": False, "tick": "exact"}]
     edges = hist["edges"]
+    last = len(hist["counts"]) - 1
     for i, count in enumerate(hist["counts"]):
         lo, hi = edges[i], edges[i + 1]
-        bars.append({"label": f"1e{lo:g}–1e{hi:g}", "count": count, "over": lo >= 0, "edge": lo})
+        tick = "1" if lo == 0 else "1e-4" if lo == -4 else f"1e{hi:g}" if i == last else ""
+        bars.append({"label": f"|err|/bound 1e{lo:g} … 1e{hi:g}", "count": count, "over": lo >= 0, "tick": tick})
     for bar in bars:
         bar["height"] = 0 if not bar["count"] else max(4, round(100 * math.log1p(bar["count"]) / top))
     return bars
@@ -338,12 +344,12 @@ def _cross_context(merged: Merged, devices: Sequence[str], summaries: dict[str, 
             all_pass.append(entry)
         else:
             gaps.append(entry)
-    divergent.sort(key=lambda e: (e["known"], e["failing"], natural_key(e["case"])))
+    patterns = Counter((tuple(e["failing"]), tuple(e["passing"])) for e in divergent)
+    for e in divergent:
+        e["pattern"] = (tuple(e["failing"]), tuple(e["passing"]))
+    divergent.sort(key=lambda e: (e["known"], -patterns[e["pattern"]], e["pattern"], natural_key(e["case"])))
     nowhere.sort(key=lambda e: (e["known"], -e["statuses"], natural_key(e["case"])))
     gaps.sort(key=lambda e: natural_key(e["case"]))
-    patterns = Counter()
-    for e in divergent:
-        patterns[(tuple(e["failing"]), tuple(e["passing"]))] += 1
     spread = []
     for e in all_pass:
         finite = {d: r.sqnr for d, r in e["rows"].items() if r.sqnr is not None and math.isfinite(r.sqnr)}

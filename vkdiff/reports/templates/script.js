@@ -19,7 +19,10 @@
         var desc = th.classList.contains("asc");
         heads.forEach(function (h) { h.classList.remove("asc", "desc"); });
         th.classList.add(desc ? "desc" : "asc");
-        var rows = Array.prototype.slice.call(body.rows);
+        var rows = Array.prototype.slice.call(body.rows).filter(function (r) {
+          if (r.classList.contains("group-row")) { r.classList.add("hidden"); return false; }
+          return true;
+        });
         rows.sort(function (r1, r2) {
           var c = compare(cellValue(r1, index), cellValue(r2, index));
           return desc ? -c : c;
@@ -56,4 +59,5 @@
       }
     });
   });
+  document.documentElement.classList.add("js-ready");
 })();

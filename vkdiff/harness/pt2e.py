@@ -1,0 +1,210 @@
+"""PT2E quantization for XNNPACK and the qparam flow of the converted graph.
+
+The recipe is ExecuTorch's documented one (``torch.export.export(...).module()``,
+``prepare_pt2e`` with ``XNNPACKQuantizer().set_global(get_symmetric_quantization_config())``,
+calibration, ``convert_pt2e``; torchao's ``torchao.quantization.pt2e.quantize_pt2e``
+is what executorch 1.5.1's quantizer is written against). :func:`qparam_flow`
+reads the converted graph's ``quantize_per_tensor``/``dequantize_per_tensor``
+nodes around every qparam-preserving op and every ``cat``: what the
+``cat_qparams`` rule checks, and what XNNPACK checks at runtime init
+(``xnn_subgraph_check_quantization_parameter_matches``).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import torch
+
+QPARAM_PRESERVING_OPS: frozenset[str] = frozenset({
+    # layout: XNNPACK static_transpose / static_reshape / copy only move bytes
+    "aten.transpose.int", "aten.transpose_copy.int", "aten.t.default", "aten.t_copy.default",
+    "aten.swapaxes.default", "aten.permute.default", "aten.permute_copy.default",
+    "aten.flatten.using_ints", "aten.view.default", "aten.view_copy.default", "aten.reshape.default",
+    "aten._unsafe_view.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze_copy.dim",
+    "aten.squeeze_copy.dims", "aten.unsqueeze.default", "aten.unsqueeze_copy.default", "aten.clone.default",
+    "aten.pixel_shuffle.default", "aten.pixel_unshuffle.default",
+    # static_slice
+    "aten.slice.Tensor", "aten.slice_copy.Tensor",
+    # max_pooling_2d, clamp, static_resize_bilinear_2d
+    "aten.max_pool2d.default", "aten.relu.default", "aten.hardtanh.default", "aten.hardtanh_.default",
+    "aten.clamp.default", "aten.upsample_bilinear2d.vec",
+})
+"""Ops whose XNNPACK node requires identical input and output qparams (``aten.<name>.<overload>``)."""
+
+CAT_OPS: frozenset[str] = frozenset({"aten.cat.default", "aten.concat.default"})
+
+_QUANTIZE = "quantize_per_tensor"
+_DEQUANTIZE = "dequantize_per_tensor"
+
+
+def quantize_pt2e_xnnpack(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple) -> torch.fx.GraphModule:
+    """Quantize ``model`` with PT2E and ``XNNPACKQuantizer`` (symmetric, static per-tensor activations).
+
+    The ``recipe(model, inputs)`` of ``RECIPES["pt2e-xnnpack"]``: export, annotate, calibrate on
+    ``inputs`` once, convert (constants folded).
+
+    Args:
+        model (torch.nn.Module): the float module, in eval mode.
+        inputs (tuple): example inputs, used to export and to calibrate.
+
+    Returns:
+        torch.fx.GraphModule: the converted module (``quantize``/``dequantize_per_tensor`` nodes
+        around each quantized op), ready for ``torch.export.export`` and ``XnnpackPartitioner``.
+
+    Example::
+
+        >>> from vkdiff.cases.vit import ViTTokenPath
+        >>> x = (torch.randn(1, 3, 32, 32),)
+        >>> converted = quantize_pt2e_xnnpack(ViTTokenPath().eval(), x)  # doctest: +SKIP
+    """
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                         get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    inputs = tuple(inputs)
+    graph_module = torch.export.export(model, inputs).module()
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config())
+    prepared = prepare_pt2e(graph_module, quantizer)
+    with torch.no_grad():
+        prepared(*inputs)
+    return convert_pt2e(prepared)
+
+
+def op_name(target: Any) -> str:
+    """``aten.transpose.int`` style name of a node target (``str(target)`` for other callables)."""
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return str(schema.name).replace("::", ".") + "." + (target._overloadname or "default")
+    return getattr(target, "__name__", None) or str(target)
+
+
+def _is(node: Any, kind: str) -> bool:
+    """Whether ``node`` calls ``<namespace>.<kind>.<overload>`` (``kind`` e.g. ``dequantize_per_tensor``)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    parts = op_name(node.target).split(".")
+    return len(parts) >= 2 and parts[-2] == kind
+
+
+def _value(graph_module: torch.fx.GraphModule, arg: Any) -> Any:
+    """A qparam argument as a Python number (``.tensor`` overloads pass ``get_attr`` nodes)."""
+    if isinstance(arg, torch.fx.Node):
+        if arg.op != "get_attr":
+            return None
+        arg = operator.attrgetter(arg.target)(graph_module)
+    if isinstance(arg, torch.Tensor):
+        return arg.item() if arg.numel() == 1 else arg.tolist()
+    if isinstance(arg, torch.dtype):
+        return str(arg).replace("torch.", "")
+    return arg
+
+
+def qparams(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> dict[str, Any]:
+    """``{"scale", "zero_point", "quant_min", "quant_max", "dtype", "node"}`` of a (de)quantize_per_tensor node."""
+    names = ("scale", "zero_point", "quant_min", "quant_max", "dtype")
+    out = {name: _value(graph_module, arg) for name, arg in zip(names, node.args[1:])}
+    for name in names:
+        if name in node.kwargs:
+            out[name] = _value(graph_module, node.kwargs[name])
+    out["node"] = node.name
+    return out
+
+
+def _input_qparams(graph_module, arg) -> dict[str, Any] | None:
+    return qparams(graph_module, arg) if _is(arg, _DEQUANTIZE) else None
+
+
+def _output_qparams(graph_module, node: torch.fx.Node) -> dict[str, Any] | None:
+    for user in node.users:
+        if _is(user, _QUANTIZE) and user.args[0] is node:
+            return qparams(graph_module, user)
+    return None
+
+
+def _depends_on_input(node: Any, memo: dict) -> bool:
+    """Whether ``node`` is computed from a graph input (an activation) rather than constants only."""
+    if not isinstance(node, torch.fx.Node):
+        return False
+    if node not in memo:
+        memo[node] = False  # cycles cannot occur in an fx graph; this only bounds recursion on revisits
+        if node.op == "placeholder":
+            memo[node] = True
+        elif node.op in ("call_function", "call_method", "call_module"):
+            memo[node] = any(_depends_on_input(arg, memo) for arg in node.all_input_nodes)
+    return memo[node]
+
+
+def _producer(node: Any) -> Any:
+    """Skip a ``dequantize ← quantize`` pair back to the op that produced the value."""
+    if _is(node, _DEQUANTIZE):
+        node = node.args[0]
+        if _is(node, _QUANTIZE):
+            node = node.args[0]
+    return node
+
+
+def _source(graph_module, arg: Any, memo: dict) -> dict[str, Any]:
+    """Where a cat input comes from: through qparam-preserving ops back to the op that set its qparams.
+
+    ``kind`` is ``"activation"`` when computed from a graph input, ``"constant"`` otherwise (a class
+    token, folded or not); ``qparams`` are the output qparams of that origin op (the annotated
+    activation qparams the path should carry), ``None`` where it is not quantized.
+    """
+    node = _producer(arg)
+    chain = []
+    while (isinstance(node, torch.fx.Node) and node.op == "call_function"
+           and op_name(node.target) in QPARAM_PRESERVING_OPS):
+        chain.append(node.name)
+        node = _producer(node.args[0])
+    if not isinstance(node, torch.fx.Node):
+        return {"kind": "constant", "node": None, "op": None, "via": chain, "qparams": None}
+    origin_qparams = _output_qparams(graph_module, node)
+    if origin_qparams is None and node.op == "get_attr":  # a folded quantized constant feeds the dequantize
+        origin_qparams = _input_qparams(graph_module, arg)
+    return {"kind": "activation" if _depends_on_input(node, memo) else "constant", "node": node.name,
+            "op": op_name(node.target) if node.op == "call_function" else node.op, "via": chain,
+            "qparams": origin_qparams}
+
+
+def qparam_flow(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
+    """Input and output qparams of every qparam-preserving op and every ``cat`` of a converted graph.
+
+    Input qparams come from the ``dequantize_per_tensor`` feeding the op (``None``: the input is
+    float), output qparams from the ``quantize_per_tensor`` consuming it (``None``: float output).
+    ``cat`` entries also give, per input, its ``source``: the op whose annotated qparams it carries
+    once qparam-preserving ops are walked back (``kind`` ``"activation"`` or ``"constant"``).
+
+    Args:
+        graph_module (torch.fx.GraphModule): a PT2E-converted module (``convert_pt2e`` output).
+
+    Returns:
+        list[dict]: plain JSON-able entries in graph order, e.g.::
+
+            {"op": "aten.transpose.int", "node": "transpose",
+             "inputs": [{"scale": 0.0154, "zero_point": 23, "quant_min": -128, "quant_max": 127,
+                         "dtype": "int8", "node": "dequantize_per_tensor_default_9"}],
+             "output": {"scale": 0.0154, "zero_point": 23, ...}}
+
+            {"op": "aten.cat.default", "node": "cat", "inputs": [{...}, {...}], "output": {...},
+             "sources": [{"kind": "constant", "node": "_frozen_param0", ...},
+                         {"kind": "activation", "node": "conv2d", "op": "aten.conv2d.default",
+                          "via": ["transpose", "flatten"], "qparams": {...}}]}
+    """
+    memo: dict = {}
+    flow = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = op_name(node.target)
+        if name in CAT_OPS:
+            tensors = list(node.args[0]) if node.args else list(node.kwargs.get("tensors", ()))
+            flow.append({"op": name, "node": node.name,
+                         "inputs": [_input_qparams(graph_module, t) for t in tensors],
+                         "output": _output_qparams(graph_module, node),
+                         "sources": [_source(graph_module, t, memo) for t in tensors]})
+        elif name in QPARAM_PRESERVING_OPS:
+            flow.append({"op": name, "node": node.name, "inputs": [_input_qparams(graph_module, node.args[0])],
+                         "output": _output_qparams(graph_module, node)})
+    return flow
