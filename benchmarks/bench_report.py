@@ -6,8 +6,9 @@ known upstream bugs (``expectation``), so every page section is exercised.
 
     python3 benchmarks/bench_report.py [--results 1000] [--devices 2] [--out DIR] [--repeats 1]
 
-Prints the seconds of each render (import of matplotlib included in the first).
-``--out`` keeps the pages; ``--jsonl FILE`` also writes the synthetic results.
+The results are written to one JSON-lines file per device (as CI runners do) and
+``render_reports`` loads, merges and renders them. Prints the seconds of each
+render, loading included (importing jinja2/matplotlib included in the first).
 """
 
 from __future__ import annotations
@@ -165,27 +166,36 @@ def synthesise(n_results: int = 1000, n_devices: int = 2, seed: int = 0, *,
     return results
 
 
+def write_runner_files(results: list[Result], folder: Path) -> list[Path]:
+    """One JSON-lines file per device, as the runners of a CI matrix write them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for r in results:
+        path = paths.setdefault(r.device, folder / f"{r.device}.jsonl")
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(r.to_json() + "\n")
+    return list(paths.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=int, default=1000, help="Results to synthesise (before duplicates)")
     parser.add_argument("--devices", type=int, default=2, help="Devices (at most 4)")
     parser.add_argument("--out", default=None, help="Keep the pages in this folder")
-    parser.add_argument("--jsonl", default=None, help="Also write the synthetic results to this file")
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
-    results = synthesise(args.results, args.devices)
-    if args.jsonl:
-        with open(args.jsonl, "w", encoding="utf-8") as handle:
-            handle.writelines(r.to_json() + "\n" for r in results)
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="vkdiff-bench-report-"))
+    work = Path(tempfile.mkdtemp(prefix="vkdiff-bench-report-"))
+    paths = write_runner_files(synthesise(args.results, args.devices), work / "results")
+    out = Path(args.out) if args.out else work / "report"
     for i in range(args.repeats):
         start = time.perf_counter()
-        from vkdiff.reports import render_results
+        from vkdiff.reports import render_reports
 
-        index = render_results(results, out)
+        index = render_reports(paths, out)
         seconds = time.perf_counter() - start
-        print(f"render {len(results)} results ({index.results} kept, {index.duplicates} duplicates, "
-              f"{len(index.devices)} devices) in {seconds:.2f} s{' (incl. imports)' if i == 0 else ''} -> {out}")
+        print(f"render {index.results + index.duplicates} results from {len(paths)} files ({index.results} kept, "
+              f"{index.duplicates} duplicates, {len(index.devices)} devices) in {seconds:.2f} s"
+              f"{' (incl. imports)' if i == 0 else ''} -> {out}")
 
 
 if __name__ == "__main__":

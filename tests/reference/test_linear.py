@@ -292,6 +292,34 @@ def test_dq8ca_equals_q4gsw_on_fake_quantized_input(rng: np.random.Generator) ->
     assert_rel_close(out, linear.linear_q4gsw(x_dq, packed, scales_t, gs), rtol=1e-12)
 
 
+@pytest.mark.parametrize("weight_sums_kind", ["true", "arbitrary"])
+def test_dq8ca_matches_literal_per_group_integer_formula(
+    rng: np.random.Generator, weight_sums_kind: str
+) -> None:
+    """The shader's formula evaluated literally (int64 per-group accumulators,
+    then s_x * sum_g s_w * (acc - z * ws)); also with weight sums that are not
+    the code sums, which the op must then use as given. Zero rows give exactly
+    the bias."""
+    m, n, k, gs = 9, 11, 96, 32
+    groups = k // gs
+    codes, scales, packed, sums, scales_t = _dq8ca_weights(rng, n, k, gs)
+    if weight_sums_kind == "arbitrary":
+        sums = rng.integers(-300, 300, size=sums.shape).astype(np.int32)
+    x = random_weight(rng, (m, k))
+    x[4] = 0.0
+    bias = random_weight(rng, (n,))
+    s, z = quant.choose_qparams_per_token_asymmetric(x)
+    q = quant.quantize_per_token(x, s, z).astype(np.int64)
+    c64 = codes.astype(np.int64).reshape(n, groups, gs)
+    acc = np.einsum("mgj,ngj->gmn", q.reshape(m, groups, gs), c64)
+    adj = acc - z.astype(np.int64)[None, :, None] * sums[:, None, :n].astype(np.int64)
+    lit = (adj * scales.T.astype(np.float64)[:, None, :]).sum(0)
+    lit = lit * s.astype(np.float64)[:, None] + bias
+    out = linear.linear_dq8ca_q4gsw(x, s, z, packed, sums, scales_t, gs, bias)
+    _assert_rows_close(out, lit, rtol=1e-12)
+    np.testing.assert_array_equal(out[4], bias.astype(np.float64))
+
+
 @pytest.mark.parametrize("m,n,k,gs", [(5, 16, 128, 32), (12, 8, 64, 64)])
 def test_etvk_eager_dq8ca_ignores_activation_quantization(
     rng: np.random.Generator, m, n, k, gs

@@ -140,7 +140,8 @@ def test_missing_and_odd_optional_fields_do_not_crash(tmp_path):
         {"case": "odd[x]", "op": "odd", "variant": "fp16", "device": "mali", "status": "FAIL_NUMERIC",
          "metrics": {"sqnr_db": "-inf", "max_abs": "nan", "mismatches": "many", "error_map": [[1.0], [2.0, 3.0]],
                      "error_hist": {"edges": [0, 1], "counts": [1, 2]}, "per_output": {"out0": {"sqnr_db": 3}}},
-         "tolerance": None, "dispatch": None, "device_info": None, "versions": None, "flags": None,
+         "tolerance": None, "dispatch": [1, 2], "device_info": {"features": "abc", "limits": "x"},
+         "versions": None, "flags": "polyfilled", "shaders": "one_shader",
          "future_field": {"ignored": True}},
         {"case": "new[status]", "op": "new", "variant": "", "device": "", "status": "FANCY_NEW_STATUS",
          "reason": "x" * 300 + "MIDDLE" + "y" * 300, "time": "not a time"},
@@ -153,7 +154,7 @@ def test_missing_and_odd_optional_fields_do_not_crash(tmp_path):
     assert sorted(index.devices) == ["mali", "unknown-device"]
     mali = path.parent / "out" / "mali.html"
     text = mali.read_text(encoding="utf-8")
-    assert "per_output" in text and "−∞" in text
+    assert "per_output" in text and "−∞" in text and "one_shader" in text and "polyfilled" in text
     unknown = index.devices["unknown-device"].read_text(encoding="utf-8")
     assert "FANCY_NEW_STATUS" in unknown
     assert "x" * 200 + " … " + "y" * 200 in unknown and "MIDDLE" not in unknown

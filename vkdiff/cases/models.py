@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -38,6 +38,11 @@ class ModelCase:
     """Fusion rules to check (names in ``vkdiff.fusions.RULES``)."""
     accept_refusal: str = ""
     """Regex over a lowering error that counts as a clear, intended refusal (e.g. asymmetric weights)."""
+    pipeline: str = "export"
+    """``export`` (quantize → torch.export → to_edge_transform_and_lower) or ``export_llama`` (ExecuTorch's LLM
+    export pipeline, see ``vkdiff.harness.llm_export``)."""
+    knobs: tuple[tuple[str, Any], ...] = ()
+    """Pipeline-specific options as sorted (name, value) pairs (part of the case identity)."""
 
     @property
     def id(self) -> str:

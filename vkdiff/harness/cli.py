@@ -128,10 +128,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         def on_result(result) -> None:
             if result.device != HOST:
                 progress.advance(task)
-            if counts_as_failure(result):
-                first = result.reason.splitlines()[0] if result.reason else ""
-                progress.console.print(f"{result.status} {result.case}@{result.device}: {first}", markup=False,
-                                       style="red")
+            first = result.reason.splitlines()[0] if result.reason else ""
+            outcome = (result.expectation or {}).get("outcome")
+            if outcome == "known":
+                progress.console.print(f"KNOWN {result.expectation['id']}: {result.status} {result.case}"
+                                       f"@{result.device} {result.variant}", markup=False, style="yellow")
+            elif outcome == "unexpected-pass":
+                progress.console.print(f"UNEXPECTED PASS {result.case}@{result.device} {result.variant}: "
+                                       f"expectation {result.expectation['id']} may be fixed upstream", markup=False,
+                                       style="magenta")
+            elif counts_as_failure(result):
+                progress.console.print(f"{result.status} {result.case}@{result.device} {result.variant}: {first}",
+                                       markup=False, style="red")
 
         results = run_cases(cases, devices, et_src, store, seed=args.seed, repeat=args.repeat, on_result=on_result)
         for model in models:

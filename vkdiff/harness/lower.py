@@ -232,8 +232,8 @@ def cache_key(case: ModelCase) -> str:
     """Identity of a lowering: case, recipe, partitioner, factory source and library versions."""
     source = inspect.getsource(case.build) if callable(case.build) else repr(case.build)
     ver = versions()
-    parts = [case.id, case.recipe, case.partitioner, source, ver["torch"], ver["torchao"], ver["executorch"],
-             str(CACHE_SCHEMA), _own_source_hash()]
+    parts = [case.id, case.recipe, case.partitioner, case.pipeline, repr(case.knobs), source, ver["torch"],
+             ver["torchao"], ver["executorch"], str(CACHE_SCHEMA), _own_source_hash()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -311,6 +311,10 @@ def quiet_libraries() -> Iterator[list[str]]:
 
 def _lower_uncached(case: ModelCase) -> LoweredCase:
     with quiet_libraries():
+        if case.pipeline == "export_llama":
+            from vkdiff.harness.llm_export import lower_llm
+
+            return lower_llm(case)
         return _lower_steps(case)
 
 

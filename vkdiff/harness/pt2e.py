@@ -12,8 +12,9 @@ nodes around every qparam-preserving op and every ``cat``: what the
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -72,6 +73,44 @@ def quantize_pt2e_xnnpack(model: torch.nn.Module, inputs: Sequence[torch.Tensor]
     return convert_pt2e(prepared)
 
 
+UNFIXED_SHARED_OPS = ("transpose.int", "reshape.default", "slice.Tensor", "dropout.default", "dropout_.default")
+"""aten ops missing from ``_is_share_obs_or_fq_op`` before executorch PR #20280 (as of commit 00f16074)."""
+
+
+@contextlib.contextmanager
+def unfixed_cat_annotation() -> Iterator[bool]:
+    """Make ``XNNPACKQuantizer`` annotate cats as before executorch PR #20280 (the ViT token-path bug).
+
+    Before the fix, a cat's shared qparams were anchored on its first input (a ViT's class
+    token) and transpose/reshape did not propagate shared qparams. Yields True when it
+    patched executorch's ``xnnpack_quantizer_utils`` (restored on exit), False when the
+    installed executorch has no fix to undo (it then behaves this way already).
+    """
+    from executorch.backends.xnnpack.quantizer import xnnpack_quantizer_utils as utils
+
+    names = ("_get_cat_qparam_source", "_is_share_obs_or_fq_op")
+    if not all(hasattr(utils, name) for name in names):
+        yield False
+        return
+    saved = {name: getattr(utils, name) for name in names}
+    removed = {getattr(getattr(torch.ops.aten, op.split(".")[0]), op.split(".")[1]) for op in UNFIXED_SHARED_OPS}
+    shared = saved["_is_share_obs_or_fq_op"]
+    utils._get_cat_qparam_source = lambda inputs: inputs[0]
+    utils._is_share_obs_or_fq_op = lambda op: shared(op) and op not in removed
+    try:
+        yield True
+    finally:
+        for name, value in saved.items():
+            setattr(utils, name, value)
+
+
+def quantize_pt2e_xnnpack_unfixed(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple
+                                  ) -> torch.fx.GraphModule:
+    """:func:`quantize_pt2e_xnnpack` under :func:`unfixed_cat_annotation`: the recipe of an ``expect_fail`` case."""
+    with unfixed_cat_annotation():
+        return quantize_pt2e_xnnpack(model, inputs)
+
+
 def op_name(target: Any) -> str:
     """``aten.transpose.int`` style name of a node target (``str(target)`` for other callables)."""
     schema = getattr(target, "_schema", None)
@@ -128,7 +167,7 @@ def _depends_on_input(node: Any, memo: dict) -> bool:
     if not isinstance(node, torch.fx.Node):
         return False
     if node not in memo:
-        memo[node] = False  # cycles cannot occur in an fx graph; this only bounds recursion on revisits
+        memo[node] = False
         if node.op == "placeholder":
             memo[node] = True
         elif node.op in ("call_function", "call_method", "call_module"):
@@ -208,3 +247,17 @@ def qparam_flow(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
             flow.append({"op": name, "node": node.name, "inputs": [_input_qparams(graph_module, node.args[0])],
                          "output": _output_qparams(graph_module, node)})
     return flow
+
+
+def output_qparams(graph_module: torch.fx.GraphModule) -> list[dict[str, Any] | None]:
+    """Qparams of the ``dequantize_per_tensor`` producing each graph output (``None``: a float output).
+
+    The quantized tolerance of an output is a few times its ``scale``.
+    """
+    out = []
+    for node in graph_module.graph.nodes:
+        if node.op == "output":
+            values = torch.fx.node.map_arg(node.args[0], lambda n: n)
+            flat = values if isinstance(values, (list, tuple)) else [values]
+            out.extend(_input_qparams(graph_module, value) for value in flat)
+    return out

@@ -553,8 +553,9 @@ def quantize_per_tensor(
     ``quantize_and_pack_4h4w``); ``fused=True`` is ATen's
     ``torch.quantize_per_tensor`` (fbgemm ``Quantize``), used by torch's
     quantized ``cat``. They differ only when ``x * inv`` lies within one
-    float32 rounding of a ``.5`` tie. In ``fused`` mode the product-plus-zero
-    point is evaluated exactly in float64 and rounded once to float32.
+    float32 rounding of a ``.5`` tie. In ``fused`` mode for float32 the
+    product-plus-zero point is evaluated in float64 (exact unless ``x * inv``
+    is negligible next to the zero point) and rounded once to float32.
     GLSL ``round()`` leaves ties implementation-defined; exact ties are rare
     for real data and this reference always rounds them to even.
 

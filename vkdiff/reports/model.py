@@ -28,30 +28,34 @@ CLIP_KEEP = 200
 UNKNOWN_DEVICE = "unknown-device"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class StatusStyle:
-    """How a status looks: badge colour, text colour and a one-character glyph for matrix cells."""
+    """How a status looks in badges and matrix cells."""
 
     colour: str
+    """Background colour."""
     ink: str
+    """Text colour on that background."""
     glyph: str
+    """One character for matrix cells (readable without colour)."""
     title: str
+    """Tooltip: what the status means."""
 
 
 STATUS_STYLES: dict[str, StatusStyle] = {
-    "PASS": StatusStyle("#2e7d32", "#fff", "✓", "every output within tolerance"),
-    "FAIL_NUMERIC": StatusStyle("#d32f2f", "#fff", "✗", "finite but over tolerance"),
-    "FAIL_NAN": StatusStyle("#6a0d0d", "#fff", "N", "NaN/Inf where the reference is finite"),
-    "NONDETERMINISTIC": StatusStyle("#f9a825", "#000", "≠", "repeat runs differ bitwise"),
-    "DTYPE_MISMATCH": StatusStyle("#c2185b", "#fff", "T", "shader binding format differs from the tensor"),
-    "FAIL_CHECK": StatusStyle("#7b1fa2", "#fff", "C", "invariant broke or output unwritten"),
-    "BUILD_FAIL": StatusStyle("#ef6c00", "#fff", "B", "shader codegen/compile/load failed"),
-    "LOWER_FAIL": StatusStyle("#8d6e63", "#fff", "L", "ExecuTorch could not lower"),
-    "ERROR": StatusStyle("#212121", "#fff", "!", "harness bug or unexpected exception"),
-    "NOT_SUPPORTED": StatusStyle("#90a4ae", "#000", "–", "device lacks a feature (not a failure)"),
-    "NOT_RUN": StatusStyle("#dfe4e8", "#000", "∅", "a prerequisite is absent"),
+    "PASS": StatusStyle(colour="#2e7d32", ink="#fff", glyph="✓", title="every output within tolerance"),
+    "FAIL_NUMERIC": StatusStyle(colour="#d32f2f", ink="#fff", glyph="✗", title="finite but over tolerance"),
+    "FAIL_NAN": StatusStyle(colour="#6a0d0d", ink="#fff", glyph="N", title="NaN/Inf where the reference is finite"),
+    "NONDETERMINISTIC": StatusStyle(colour="#f9a825", ink="#000", glyph="≠", title="repeat runs differ bitwise"),
+    "DTYPE_MISMATCH": StatusStyle(colour="#c2185b", ink="#fff", glyph="T", title="shader binding format differs from the tensor"),
+    "FAIL_CHECK": StatusStyle(colour="#7b1fa2", ink="#fff", glyph="C", title="invariant broke or output unwritten"),
+    "BUILD_FAIL": StatusStyle(colour="#ef6c00", ink="#fff", glyph="B", title="shader codegen/compile/load failed"),
+    "LOWER_FAIL": StatusStyle(colour="#8d6e63", ink="#fff", glyph="L", title="ExecuTorch could not lower"),
+    "ERROR": StatusStyle(colour="#212121", ink="#fff", glyph="!", title="harness bug or unexpected exception"),
+    "NOT_SUPPORTED": StatusStyle(colour="#90a4ae", ink="#000", glyph="–", title="device lacks a feature (not a failure)"),
+    "NOT_RUN": StatusStyle(colour="#dfe4e8", ink="#000", glyph="∅", title="a prerequisite is absent"),
 }
-UNKNOWN_STYLE = StatusStyle("#546e7a", "#fff", "?", "status unknown to this vkdiff version")
+UNKNOWN_STYLE = StatusStyle(colour="#546e7a", ink="#fff", glyph="?", title="status unknown to this vkdiff version")
 
 STATUS_ORDER: tuple[str, ...] = tuple(STATUS_STYLES)
 """Display order: pass, then failures from most to least numerically interesting, then skips."""
@@ -103,6 +107,22 @@ def fmt_num(value: Any, *, inf: str = "∞") -> str:
     if abs(number) >= 1e5 or abs(number) < 1e-3:
         return f"{number:.3e}"
     return f"{number:.4g}"
+
+
+def as_list(value: Any) -> list:
+    """A list field (flags, shaders) as a list of strings; a lone string is one item, other junk none."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return []
+
+
+def as_dict(value: Any) -> dict:
+    """A dict field (dispatch, tolerance, device_info) or ``{}``."""
+    return value if isinstance(value, dict) else {}
 
 
 def natural_key(text: str) -> tuple:
@@ -217,11 +237,17 @@ class Row:
     superseded: list[Result] = dataclasses.field(default_factory=list)
     """Earlier results for the same (case, device), oldest first."""
     device: str
+    """File-name-safe device slug."""
     op: str
+    """Operator (``op`` field, else the case id stem)."""
     shape: str
+    """Case id without op and variant (``M13-K256-N40-g32``): the matrix row."""
     column: str
+    """Variant (``fp16-buffer``): the matrix column."""
     dtype: str
+    """Dtype token of the variant (``fp16``), for aggregated histograms."""
     expectation: Expectation | None = None
+    """Known upstream bug this result carries (``Result.expectation`` once the store has it)."""
 
     @classmethod
     def from_result(cls, result: Result) -> "Row":
@@ -340,16 +366,22 @@ KNOWN_METRICS = frozenset({
 # --------------------------------------------------------------------------- columns
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(kw_only=True, frozen=True)
 class Column:
-    """One report column: title, tooltip, cell text and sort key from a ``Row``."""
+    """One report column, declared once and used by every table and card that shows it."""
 
     key: str
+    """Stable name (``sqnr_db``)."""
     title: str
+    """Header text."""
     help: str
+    """Header tooltip."""
     text: Callable[[Row], str]
+    """Cell text of a row."""
     sort: Callable[[Row], Any]
+    """Sort key of a row (numbers sort numerically in the page)."""
     numeric: bool = False
+    """Right-aligned number column."""
 
 
 def _mismatch_text(row: Row) -> str:
@@ -384,42 +416,65 @@ def _list_text(value: Any) -> str:
 
 
 REPORT_COLUMNS: tuple[Column, ...] = (
-    Column("case", "case", "case id", lambda r: r.case, lambda r: natural_key(r.case)),
-    Column("variant", "variant", "knob set (dtype, storage, ...)", lambda r: r.column, lambda r: r.column),
-    Column("status", "status", "verdict", lambda r: r.status,
-           lambda r: STATUS_ORDER.index(r.status) if r.status in STATUS_STYLES else -1),
-    Column("sqnr_db", "SQNR dB", "10·log10(Σe² / Σ(a−e)²); ∞ when exact",
-           lambda r: fmt_num(r.sqnr), _num_sort("sqnr_db"), numeric=True),
-    Column("max_abs", "max |err|", "largest absolute error over finite elements",
-           lambda r: fmt_num(r.metric("max_abs")), _num_sort("max_abs"), numeric=True),
-    Column("max_rel", "max rel", "largest |a−e| / |e|", lambda r: fmt_num(r.metric("max_rel")),
-           _num_sort("max_rel"), numeric=True),
-    Column("mismatches", "mismatches / total", "elements over tolerance", _mismatch_text, _mismatch_frac,
+    Column(key="case", title="case", help="case id",
+           text=lambda r: r.case,
+           sort=lambda r: natural_key(r.case)),
+    Column(key="variant", title="variant", help="knob set (dtype, storage, ...)",
+           text=lambda r: r.column,
+           sort=lambda r: r.column),
+    Column(key="status", title="status", help="verdict",
+           text=lambda r: r.status,
+           sort=lambda r: STATUS_ORDER.index(r.status) if r.status in STATUS_STYLES else -1),
+    Column(key="sqnr_db", title="SQNR dB", help="10·log10(Σe² / Σ(a−e)²); ∞ when exact",
+           text=lambda r: fmt_num(r.sqnr),
+           sort=_num_sort("sqnr_db"),
            numeric=True),
-    Column("nan_inf", "NaN / Inf", "non-finite outputs where the reference is finite",
-           lambda r: (f"{as_int(r.metrics.get('nan_count')) or 0} / {as_int(r.metrics.get('inf_count')) or 0}"
+    Column(key="max_abs", title="max |err|", help="largest absolute error over finite elements",
+           text=lambda r: fmt_num(r.metric("max_abs")),
+           sort=_num_sort("max_abs"),
+           numeric=True),
+    Column(key="max_rel", title="max rel", help="largest |a−e| / |e|",
+           text=lambda r: fmt_num(r.metric("max_rel")),
+           sort=_num_sort("max_rel"),
+           numeric=True),
+    Column(key="mismatches", title="mismatches / total", help="elements over tolerance",
+           text=_mismatch_text,
+           sort=_mismatch_frac,
+           numeric=True),
+    Column(key="nan_inf", title="NaN / Inf", help="non-finite outputs where the reference is finite",
+           text=lambda r: (f"{as_int(r.metrics.get('nan_count')) or 0} / {as_int(r.metrics.get('inf_count')) or 0}"
                       if (as_int(r.metrics.get("nan_count")) or as_int(r.metrics.get("inf_count"))) else "—"),
-           lambda r: (as_int(r.metrics.get("nan_count")) or 0) + (as_int(r.metrics.get("inf_count")) or 0),
+           sort=lambda r: (as_int(r.metrics.get("nan_count")) or 0) + (as_int(r.metrics.get("inf_count")) or 0),
            numeric=True),
-    Column("unwritten", "unwritten", "output elements the kernel never wrote",
-           lambda r: fmt_num(r.metrics.get("unwritten")), _num_sort("unwritten"), numeric=True),
-    Column("worst_index", "worst index", "index of the largest error / bound",
-           lambda r: _list_text(r.metrics.get("worst_index")), lambda r: str(r.metrics.get("worst_index"))),
-    Column("first_mismatches", "first mismatches", "up to five indices over tolerance",
-           lambda r: _list_text(r.metrics.get("first_mismatches")), lambda r: str(r.metrics.get("first_mismatches"))),
-    Column("shape_mismatch", "shape mismatch", "actual vs expected shape",
-           lambda r: clip(r.metrics.get("shape_mismatch") or "—", 80), lambda r: str(r.metrics.get("shape_mismatch"))),
-    Column("shader", "shader", "ET-VK shader variant that produced the output",
-           lambda r: str(r.result.shader or "—"), lambda r: str(r.result.shader)),
-    Column("flags", "flags", "qualifiers such as polyfilled",
-           lambda r: ", ".join(map(str, r.result.flags or [])) or "—", lambda r: ",".join(map(str, r.result.flags or []))),
-    Column("expectation", "known", "known upstream bug (expectation id)",
-           lambda r: (r.expectation.id or "known") if r.expectation else "—",
-           lambda r: r.expectation.id if r.expectation else ""),
-    Column("seconds", "seconds", "wall time of the case on this device",
-           lambda r: fmt_num(r.result.seconds), lambda r: as_float(r.result.seconds) or 0.0, numeric=True),
-    Column("reason", "reason", "why the status (first and last 200 characters)",
-           lambda r: r.reason or "—", lambda r: r.reason),
+    Column(key="unwritten", title="unwritten", help="output elements the kernel never wrote",
+           text=lambda r: fmt_num(r.metrics.get("unwritten")),
+           sort=_num_sort("unwritten"),
+           numeric=True),
+    Column(key="worst_index", title="worst index", help="index of the largest error / bound",
+           text=lambda r: _list_text(r.metrics.get("worst_index")),
+           sort=lambda r: str(r.metrics.get("worst_index"))),
+    Column(key="first_mismatches", title="first mismatches", help="up to five indices over tolerance",
+           text=lambda r: _list_text(r.metrics.get("first_mismatches")),
+           sort=lambda r: str(r.metrics.get("first_mismatches"))),
+    Column(key="shape_mismatch", title="shape mismatch", help="actual vs expected shape",
+           text=lambda r: clip(r.metrics.get("shape_mismatch") or "—", 80),
+           sort=lambda r: str(r.metrics.get("shape_mismatch"))),
+    Column(key="shader", title="shader", help="ET-VK shader variant that produced the output",
+           text=lambda r: str(r.result.shader or "—"),
+           sort=lambda r: str(r.result.shader)),
+    Column(key="flags", title="flags", help="qualifiers such as polyfilled",
+           text=lambda r: ", ".join(as_list(r.result.flags)) or "—",
+           sort=lambda r: ",".join(as_list(r.result.flags))),
+    Column(key="expectation", title="known", help="known upstream bug (expectation id)",
+           text=lambda r: (r.expectation.id or "known") if r.expectation else "—",
+           sort=lambda r: r.expectation.id if r.expectation else ""),
+    Column(key="seconds", title="seconds", help="wall time of the case on this device",
+           text=lambda r: fmt_num(r.result.seconds),
+           sort=lambda r: as_float(r.result.seconds) or 0.0,
+           numeric=True),
+    Column(key="reason", title="reason", help="why the status (first and last 200 characters)",
+           text=lambda r: r.reason or "—",
+           sort=lambda r: r.reason),
 )
 """Every column a report can show, declared once (like ExecuTorch's ``CSV_FIELD_NAMES``)."""
 

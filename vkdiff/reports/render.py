@@ -16,6 +16,8 @@ from vkdiff.harness.store import Result
 from vkdiff.reports import plots
 from vkdiff.reports.model import (
     CARD_COLUMNS,
+    as_dict,
+    as_list,
     CARD_KEY_COLUMNS,
     CROSS_COLUMNS,
     STATUS_ORDER,
@@ -133,6 +135,7 @@ def render_merged(merged: Merged, out_dir: str | os.PathLike) -> ReportIndex:
     index_path = out / "index.html"
     index_path.write_text(env.get_template("index.html.j2").render(
         **common, summaries=summaries, cross=cross, total_read=merged.total_read,
+        version_table=_version_table(summaries),
         results=len(merged.rows), duplicates=sum(merged.duplicates.values())), encoding="utf-8")
     return ReportIndex(out_dir=out, index=index_path, cross_device=cross_path, devices=written,
                        results=len(merged.rows), duplicates=sum(merged.duplicates.values()),
@@ -150,7 +153,7 @@ def _environment() -> jinja2.Environment:
                        TABLE_COLUMNS=columns(TABLE_COLUMNS), CARD_COLUMNS=columns(CARD_COLUMNS),
                        CARD_KEY_COLUMNS=columns(CARD_KEY_COLUMNS),
                        CROSS_COLUMNS=columns(CROSS_COLUMNS), MAX_HEATMAPS=MAX_HEATMAPS_PER_DEVICE,
-                       compact=_compact)
+                       compact=_compact, ordered=_ordered, as_list=as_list, as_dict=as_dict)
     return env
 
 
@@ -175,6 +178,13 @@ def _sort_value(column: Column, row: Row) -> str:
     return column.text(row)
 
 
+def _ordered(mapping: Any, first: Sequence[str]) -> Any:
+    """``mapping`` with the ``first`` keys leading (tolerance: atol, rtol, acc, eps)."""
+    if not isinstance(mapping, dict):
+        return mapping
+    return {**{k: mapping[k] for k in first if k in mapping}, **{k: v for k, v in mapping.items() if k not in first}}
+
+
 def _compact(value: Any, limit: int = 160) -> str:
     """Short one-line text of a dict/list field (dispatch sizes, spec constants)."""
     if value in (None, "", [], {}):
@@ -196,7 +206,9 @@ def _compact(value: Any, limit: int = 160) -> str:
 def _identity(rows: Sequence[Row]) -> tuple[dict[str, Any], list[str]]:
     """Device info of the latest result, and the distinct "name — driver" seen (several = mixed runners)."""
     latest = max(rows, key=lambda r: parse_time(r.result.time)).result
-    info = latest.device_info if isinstance(latest.device_info, dict) else {}
+    info = dict(as_dict(latest.device_info))
+    info["features"] = as_list(info.get("features"))
+    info["limits"] = as_dict(info.get("limits"))
     seen = Counter()
     for r in rows:
         di = r.result.device_info if isinstance(r.result.device_info, dict) else {}
@@ -226,6 +238,17 @@ def _versions(rows: Sequence[Row]) -> list[tuple[str, str]]:
         out.append((key, next(iter(found)) if len(found) == 1 else
                     ", ".join(f"{v} ({n})" for v, n in found.most_common())))
     return out
+
+
+def _version_table(summaries: dict[str, dict]) -> list[tuple[str, list[str], bool]]:
+    """``(package, value per device, differs)`` so a reader sees when devices ran different stacks."""
+    per_device = {d: dict(s["versions"]) for d, s in summaries.items()}
+    keys = sorted({k for versions in per_device.values() for k in versions})
+    rows = []
+    for key in keys:
+        values = [per_device[d].get(key, "—") for d in summaries]
+        rows.append((key, values, len(set(values)) > 1))
+    return rows
 
 
 def _matrix(rows: Sequence[Row]) -> list[dict[str, Any]]:

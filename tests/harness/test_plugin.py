@@ -1,0 +1,71 @@
+"""The pytest plugin: items and ids, outcomes, xdist streaming, and a worker crash recorded as ERROR."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.testutils import requires_vulkan
+
+pytest_plugins = ["pytester"]
+
+KERNELS = r"^linear_q4gsw\[M1-K64-N40-g32-fp32-"
+
+
+def _results(pytester) -> list[dict]:
+    path = pytester.path / "vkdiff-results" / "pytest" / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_help_lists_options(pytester):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*vkdiff: differential tests of ExecuTorch's Vulkan backend*",
+                                 "*--vkdiff-device=SLUG*", "*--et-src=PATH*", "*--vkdiff-report=DIR*"])
+
+
+def test_inactive_without_flag(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+@requires_vulkan
+def test_items_skip_as_not_run_without_tree(pytester, monkeypatch):
+    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    result = pytester.runpytest("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS, "-rs", "-v")
+    result.stdout.fnmatch_lines(["*linear_q4gsw?M1-K64-N40-g32-fp32-buffer?@llvmpipe SKIPPED*",
+                                 "*NOT_RUN: no ExecuTorch tree*"])
+    result.assert_outcomes(skipped=2)
+    assert {r["status"] for r in _results(pytester)} == {"NOT_RUN"}
+
+
+def test_unknown_device_is_a_usage_error(pytester):
+    result = pytester.runpytest("--vkdiff", "--vkdiff-device", "no-such-gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no Vulkan adapter matches --device 'no-such-gpu'*"])
+
+
+@requires_vulkan
+def test_worker_crash_is_recorded_as_error_and_nothing_is_lost(pytester, monkeypatch):
+    """Kill the worker running one item: that item is ERROR with the crash text, every other result is kept once."""
+    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    pytester.makeconftest("""
+import os
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_vkdiff_run_item(item, session):
+    if item.case.id.endswith("-g32-fp32-texture3d]"):
+        os._exit(3)
+""")
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--vkdiff", "--vkdiff-suite", "kernels",
+                                           "--vkdiff-cases", r"^linear_q4gsw\[M(1|4)-K64-N40-g32-fp32-")
+    result.stdout.fnmatch_lines(["*crashed while running*"])
+    results = _results(pytester)
+    keys = [(r["case"], r["device"]) for r in results]
+    assert len(keys) == len(set(keys)) == 4
+    crashed = [r for r in results if r["status"] == "ERROR"]
+    assert {r["case"] for r in crashed} == {"linear_q4gsw[M1-K64-N40-g32-fp32-texture3d]",
+                                            "linear_q4gsw[M4-K64-N40-g32-fp32-texture3d]"}
+    assert all("crash" in r["flags"] and "crashed" in r["reason"] for r in crashed)
+    assert {r["status"] for r in results if r not in crashed} == {"NOT_RUN"}

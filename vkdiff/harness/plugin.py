@@ -1,0 +1,87 @@
+"""pytest plugin: cases × variants × devices as test items, streamed results, per-device reports.
+
+Enabled with ``--vkdiff`` (or any ``--vkdiff-*`` selection, or ``vkdiff = true`` in the ini file).
+Kernel cases become ``linear_q4gsw[M13-K256-N40-g32-fp16-buffer]@llvmpipe``, model cases
+``llama_proj[8da4w-vulkan]@cpu``. Each process (every xdist worker) owns its wgpu devices and
+appends results to its own JSON-lines file; the controller records a crashed worker's item as
+``ERROR`` and merges everything at the end (and renders ``--vkdiff-report DIR``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vkdiff.harness import hookspec
+from vkdiff.harness.options import add_run_options
+from vkdiff.harness.session import VkdiffSession
+
+SESSION_KEY = pytest.StashKey[VkdiffSession]()
+
+
+def pytest_addhooks(pluginmanager) -> None:
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("vkdiff", "vkdiff: differential tests of ExecuTorch's Vulkan backend")
+    group.addoption("--vkdiff", action="store_true", default=False, help="Collect vkdiff cases as test items")
+    add_run_options(group.addoption, prefix="vkdiff-")
+    group.addoption("--vkdiff-suite", choices=("all", "kernels", "models"), default="all",
+                    help="Kernel cases, model cases or both")
+    group.addoption("--vkdiff-report", metavar="DIR", default=None,
+                    help="Write merged results and per-device HTML reports to DIR")
+    parser.addini("vkdiff", type="bool", default=False, help="Collect vkdiff cases without --vkdiff")
+
+
+def _enabled(config) -> bool:
+    opt = config.option
+    return bool(opt.vkdiff or opt.vkdiff_cases or opt.vkdiff_device or opt.vkdiff_report or config.getini("vkdiff"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "vkdiff_kernel: an ET-VK kernel case on a Vulkan device")
+    config.addinivalue_line("markers", "vkdiff_model: a model case lowered and checked on the host")
+    if not _enabled(config):
+        return
+    session = VkdiffSession.from_config(config)
+    config.stash[SESSION_KEY] = session
+    for slug in session.device_slugs() + ["cpu", "none"]:
+        config.addinivalue_line("markers", f"device_{slug.replace('-', '_')}: runs on Vulkan adapter {slug}")
+
+
+def pytest_configure_node(node) -> None:
+    """xdist controller → worker: every worker writes into the controller's results folder."""
+    session = node.config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        node.workerinput["vkdiff_results_dir"] = str(session.results_dir)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    vk = config.stash.get(SESSION_KEY, None)
+    if vk is not None:
+        items.extend(vk.make_items(session))
+
+
+def pytest_handlecrashitem(crashitem, report, sched) -> None:
+    """A worker died inside ``crashitem``: record it as ERROR with the crash text (nothing else is lost)."""
+    session = report.node.config.stash.get(SESSION_KEY, None) if hasattr(report, "node") else None
+    if session is not None:
+        session.record_crash(crashitem, str(report.longrepr))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_vkdiff_run_item(item, session):
+    return session.run(item)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    vk = session.config.stash.get(SESSION_KEY, None)
+    if vk is not None and not hasattr(session.config, "workerinput"):
+        merged = vk.merge()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and merged is not None:
+            reporter.write_line(f"vkdiff: {merged.count} results in {merged.path}")
+            for page in merged.pages:
+                reporter.write_line(f"vkdiff report: {page}")
+
