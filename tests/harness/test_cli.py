@@ -17,6 +17,7 @@ FAKE_TREE = Path(__file__).parents[1] / "device" / "fake_tree"
 
 RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src PATH]
                   [--repeat N] [--seed INT] [--results FILE.jsonl] [--list]
+                  [--suite {all,kernels,models}] [-r DIR]
 """
 
 
@@ -57,6 +58,11 @@ def test_no_case_matches(capsys):
     assert "matches no case; try 'vkdiff run --list'" in capsys.readouterr().err
 
 
+def test_report_of_missing_file_is_one_line(capsys, tmp_path):
+    assert cli.main(["report", str(tmp_path / "absent.jsonl"), "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"vkdiff: error: no such results file: {tmp_path / 'absent.jsonl'}\n"
+
+
 def test_list(capsys):
     assert cli.main(["run", "--list", "--cases", r"^linear_q4gsw\[M1-K64-N40-g32-fp32-buffer\]$"]) == 0
     assert capsys.readouterr().out == "linear_q4gsw[M1-K64-N40-g32-fp32-buffer]\n"
@@ -75,7 +81,7 @@ def test_devices_json(capsys):
 def test_run_without_tree_is_not_run_and_exit_0(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(build.ET_SRC_ENV, raising=False)
     results = tmp_path / "r.jsonl"
-    assert cli.main(["run", "--cases", "M1-K64-N40-g32-", "--results", str(results)]) == 0
+    assert cli.main(["run", "--suite", "kernels", "--cases", "M1-K64-N40-g32-", "--results", str(results)]) == 0
     loaded = list(load([results]))
     assert len(loaded) == 4 and {r.status for r in loaded} == {"NOT_RUN"}
     assert "no ExecuTorch tree" in loaded[0].reason
@@ -93,11 +99,27 @@ def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, caps
         "  shader_variants:\n    - NAME: pack_q4_linear_weight_buffer\n    - NAME: pack_q4_linear_weight_texture2d\n")
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     results = tmp_path / "r.jsonl"
-    code = cli.main(["run", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-", "--results",
-                     str(results)])
+    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-",
+                     "--results", str(results)])
     assert code == 1
     loaded = list(load([results]))
     assert len(loaded) == 2 and {r.status for r in loaded} == {"BUILD_FAIL"}
     assert "glslc failed" in loaded[0].reason and "undeclared_identifier" in loaded[0].reason
     assert loaded[0].repro.startswith("vkdiff run --cases")
     assert "BUILD_FAIL" in capsys.readouterr().err
+
+
+def test_glslc_missing_is_one_line(tmp_path, monkeypatch, capsys):
+    glsl = tmp_path / "et" / build.GLSL_SUBDIR
+    glsl.mkdir(parents=True)
+    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / "vk_broken.glsl")
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    build.glslc_version.cache_clear()
+    try:
+        code = cli.main(["run", "--suite", "kernels", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-"])
+    finally:
+        build.glslc_version.cache_clear()
+    assert code == 2
+    assert capsys.readouterr().err == ("vkdiff: error: glslc not found: install Debian package 'glslc' "
+                                       "(apt-get install glslc)\n")

@@ -34,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--list", action="store_true", help="List the selected case ids and exit")
     run.add_argument("--suite", choices=("all", "kernels", "models"), default="all",
                      help="Kernel cases on devices, model cases (lowering and fusion checks on the host), or both")
+    run.add_argument("-r", "--report", metavar="DIR", default=None,
+                     help="Also write per-device and cross-device HTML reports to DIR")
+    report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
+    report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
+    report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
     return parser
 
 
@@ -43,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "devices":
             return cmd_devices(args)
+        if args.command == "report":
+            return cmd_report(args)
         return cmd_run(args)
     except UsageError as exc:
         print(f"vkdiff: error: {exc}", file=sys.stderr)
@@ -147,7 +154,27 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress.advance(task)
     print_summary(summarize(results), console)
     console.print(f"results: {results_path}", markup=False)
+    if args.report:
+        write_report([results_path], Path(args.report), console)
     return EXIT_FAIL if any(counts_as_failure(r) for r in results) else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    missing = [p for p in args.results if not Path(p).is_file()]
+    if missing:
+        raise UsageError(f"no such results file: {', '.join(missing)}")
+    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True))
+    return 0
+
+
+def write_report(paths: Sequence[Path], out_dir: Path, console) -> None:
+    from vkdiff.reports import render_reports
+
+    index = render_reports(paths, out_dir)
+    console.print(f"report: {index.index} ({index.results} results, {len(index.devices)} device page(s), "
+                  f"{index.seconds:.2f} s)", markup=False)
 
 
 def print_summary(table: dict, console) -> None:

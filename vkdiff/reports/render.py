@@ -395,5 +395,6 @@ def _cross_context(merged: Merged, devices: Sequence[str], summaries: dict[str, 
         "scatter": scatter,
         "ref": ref,
         "titles": {d: summaries[d]["title"] for d in devices},
+        "version_diffs": [key for key, _, differs in _version_table(summaries) if differs],
     }
 
