@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -38,11 +39,14 @@ def test_doctests():
     assert doctest.testmod(cpu_runtime).failed == 0
 
 
-def test_capture_fd2_sees_c_level_writes():
+def test_capture_fd2_sees_c_level_and_python_stderr_writes_in_order():
+    before = sys.stderr
     with capture_fd2() as lines:
-        os.write(2, b"[method.cpp:1] one\n[XNNCompiler.cpp:2] two\n")
-    assert lines == ["[method.cpp:1] one", "[XNNCompiler.cpp:2] two"]
-    os.write(2, b"")  # fd 2 is usable again
+        os.write(2, b"[method.cpp:1] one\n")
+        print("[program.cpp:2] two", file=sys.stderr)  # the pybindings' ET_LOG path
+        os.write(2, b"[XNNCompiler.cpp:3] three\n")
+    assert lines == ["[method.cpp:1] one", "[program.cpp:2] two", "[XNNCompiler.cpp:3] three"]
+    assert sys.stderr is before
 
 
 def test_float_program_matches_eager(linear_pte):

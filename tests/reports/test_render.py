@@ -216,3 +216,13 @@ def test_failure_table_headers_follow_the_column_declaration(two_devices):
     page = _page(two_devices.devices["mali"])
     headers = [th.text for th in page.find("table", id="failure-table").find("thead").find_all("th")]
     assert headers == [COLUMNS[k].title for k in TABLE_COLUMNS]
+
+
+def test_expectation_in_results_file_is_rendered(tmp_path):
+    path = write_jsonl(tmp_path / "r.jsonl", [
+        result(CASE_DIVERGENT, "mali", "FAIL_NUMERIC", expectation={"id": "ETVK-9", "reason": "upstream"}),
+        result(CASE_PASS, "mali", "PASS", expectation={}),
+    ])
+    page = _page(render_reports([path], tmp_path / "out").devices["mali"])
+    assert "known" in page.find("article", id=anchor(CASE_DIVERGENT)).classes
+    assert "passed" not in page.find("section", id="summary").text

@@ -3,17 +3,20 @@
 ``executorch.runtime.Runtime`` reports backend init failures to Python only as
 ``RuntimeError: Failed to load method forward``; the cause (e.g. ``[XNNCompiler.cpp]
 Failed to create static transpose node ... xnn_status_invalid_parameter``) is printed
-by the C++ runtime on file descriptor 2. :func:`run_pte` redirects fd 2 to a temporary
-file around load and execute, and puts those lines into :class:`RuntimeInitError`.
+by the C++ runtime on file descriptor 2 (the pybindings route ``ET_LOG`` through Python's
+``sys.stderr``, which is fd 2 unless something such as pytest replaced it). :func:`run_pte`
+points both at a temporary file around load and execute, and puts those lines into
+:class:`RuntimeInitError`.
 
 The redirect is process-wide: do not run it concurrently with other threads that
-write to fd 2 (their output lands in the capture).
+write to fd 2 or ``sys.stderr`` (their output lands in the capture).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import os
 import re
 import sys
@@ -43,25 +46,37 @@ class RuntimeInitError(RuntimeError):
 
 @contextlib.contextmanager
 def capture_fd2() -> Iterator[list[str]]:
-    """Redirect file descriptor 2 to a temporary file; the yielded list is filled with its lines on exit.
+    """Redirect file descriptor 2, and ``sys.stderr`` onto it, to a temporary file; the list gets its lines on exit.
+
+    The C++ runtime's log reaches fd 2 two ways: C/C++ code writes to it directly, and the
+    ExecuTorch pybindings print ``ET_LOG`` messages through Python's ``sys.stderr`` (which
+    pytest, for one, replaces). Pointing ``sys.stderr`` at fd 2 for the duration keeps both
+    in one stream, in order.
 
     Example::
 
         >>> with capture_fd2() as lines:
         ...     _ = os.write(2, b"[XNNCompiler.cpp:1] boom\\n")
+        ...     print("[method.cpp:2] via sys.stderr", file=sys.stderr)
         >>> lines
-        ['[XNNCompiler.cpp:1] boom']
+        ['[XNNCompiler.cpp:1] boom', '[method.cpp:2] via sys.stderr']
     """
     lines: list[str] = []
-    sys.stderr.flush()
+    python_stderr = sys.stderr
+    with contextlib.suppress(Exception):
+        python_stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace",
+                                      write_through=True)
         try:
             yield lines
         finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            sys.stderr = python_stderr
             _flush_c_stdio()
-            sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)

@@ -2,9 +2,9 @@
 
 Recipes quantize a module in place (torchao configs, PT2E with ``XNNPACKQuantizer``);
 partitioners are ``VulkanPartitioner`` (default, ``force_fp16``, buffer storage via a
-small ``texture_limits``) and ``XnnpackPartitioner``. The Vulkan delegate is
-re-derived with ``VulkanBackend.preprocess`` on a copy of the lowered module (byte
-for byte the delegate of the ``.pte``) and decoded. Results are cached on disk,
+small ``texture_limits``) and ``XnnpackPartitioner``. Each Vulkan delegate blob
+(byte for byte what the ``.pte`` carries) is decoded with the constants of its named
+data store. Results are cached on disk,
 keyed by (case, recipe, partitioner, factory source, torch/torchao/executorch
 versions); the Vulkan pattern graphs are memoised per process.
 """
@@ -12,7 +12,6 @@ versions); the Vulkan pattern graphs are memoised per process.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import functools
 import hashlib
@@ -348,15 +347,9 @@ def _lowered_modules(gm) -> list[tuple[str, Any]]:
 
 
 def _decoded_delegates(gm) -> list[Delegate]:
-    from executorch.backends.vulkan.vulkan_preprocess import VulkanBackend
-
-    out = []
-    for _, module in _lowered_modules(gm):
-        if module.backend_id != "VulkanBackend":
-            continue
-        result = VulkanBackend.preprocess(copy.deepcopy(module.original_module), module.compile_specs)
-        out.append(decode(result.processed_bytes, result.data_store_output))
-    return out
+    """Decode each Vulkan delegate blob as it goes into the .pte, with the constants of its named data store."""
+    return [decode(module.processed_bytes, module.named_data_store_output)
+            for _, module in _lowered_modules(gm) if module.backend_id == "VulkanBackend"]
 
 
 def _target_name(target: Any) -> str:

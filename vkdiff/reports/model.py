@@ -208,6 +208,8 @@ class Expectation:
     """Issue or pull request URL."""
     reason: str = ""
     """Why it is expected."""
+    outcome: str = ""
+    """What the harness made of it (``known``, ``unexpected-pass``), when it says."""
 
     @classmethod
     def from_value(cls, value: Any) -> "Expectation | None":
@@ -225,7 +227,7 @@ class Expectation:
         if not re.match(r"^https?://", link):
             link = ""
         return cls(id=clip(get("id", "") or get("signature", "") or "", 80), link=link,
-                   reason=clip(get("reason", "") or ""))
+                   reason=clip(get("reason", "") or ""), outcome=clip(get("outcome", "") or "", 40))
 
 
 @dataclasses.dataclass(kw_only=True)

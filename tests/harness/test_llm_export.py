@@ -1,0 +1,78 @@
+"""ExecuTorch's LLM export pipeline (export_llama) on the tiny Llama, Vulkan backend, offline.
+
+The lowering test uses vkdiff's real cache (``$VKDIFF_CACHE_DIR`` or ``~/.cache/vkdiff``): the first
+run exports once (25–50 s on 2 cores), later runs load the cached LoweredCase.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from vkdiff.cases import llm
+from vkdiff.harness import lower as lowering
+from vkdiff.harness.llm_export import LLM_RECIPES, llm_config, source_transforms
+
+FASTEST = "llm-4w"
+"""Weight-only linears: no dynamic activation quantization, the quickest export of the four."""
+LLAMA_OPS = ("et_vk.rms_norm", "et_vk.apply_rotary_emb", "sdpa_with_kv_cache", "et_vk.select_as_symint")
+"""Ops of the Llama block the delegate must hold besides the quantized linears."""
+
+
+def _case(recipe: str):
+    (case,) = [c for c in llm.llm_cases() if c.recipe == recipe]
+    return case
+
+
+def test_export_llama_4w_is_one_vulkan_delegate():
+    case = _case(FASTEST)
+    with lowering.quiet_libraries():
+        lowered = lowering.lower(case)
+    assert lowered.partitions == 1 and len(lowered.delegates) == 1
+    assert lowered.undelegated_ops == {}
+    counts = lowered.op_counts()
+    # 2 blocks × (wq, wk, wv, wo, w1, w2, w3) + output = 15 linears, all fused
+    assert sum(n for op, n in counts.items() if op.startswith("et_vk.linear_q4gsw.")) == 15
+    assert not any("dequantize_affine" in op or op.startswith("aten.mm") for op in counts)
+    for name in LLAMA_OPS:
+        assert any(op.split(".default")[0].endswith(name) for op in counts), (name, dict(counts))
+    assert lowered.dequantize_dtypes and set(lowered.dequantize_dtypes) == {"float32"}
+    (delegate,) = lowered.delegates
+    tokens, input_pos = (delegate.tensors[i] for i in delegate.input_ids)
+    assert tokens.dims == [1, llm.TINY.max_seq_len - 1] and input_pos.dims == [1]
+    assert [delegate.tensors[i].dims for i in delegate.output_ids] == [[1, llm.TINY.vocab_size]]
+    assert lowered.pte[4:8] == b"ET12"
+
+
+def test_checkpoint_is_generated_deterministically(tmp_path, monkeypatch):
+    digests = []
+    for sub in ("a", "b"):
+        monkeypatch.setenv("VKDIFF_CACHE_DIR", str(tmp_path / sub))
+        checkpoint, params = llm.checkpoint_paths(llm.TINY, "bf16")
+        assert checkpoint.parent.name == llm.TINY.key("bf16") and params.exists()
+        state = torch.load(checkpoint)
+        assert {v.dtype for v in state.values()} == {torch.bfloat16}
+        digests.append(hashlib.sha256(b"".join(v.view(torch.int16).numpy().tobytes() for v in state.values()))
+                       .hexdigest())
+    assert digests[0] == digests[1]
+
+
+def test_recipe_model_is_export_llamas_model():
+    """The eager oracle is the module export_llama exports: same quantization (HQQ), same output bits."""
+    from executorch.examples.models.llama import export_llama_lib
+
+    case = _case(FASTEST)
+    model, (tokens, input_pos) = case.instantiate()
+    with lowering.quiet_libraries():
+        ours = LLM_RECIPES[case.recipe](model, (tokens, input_pos))
+        checkpoint, params = llm.checkpoint_paths(llm.TINY, "fp32")
+        cfg = llm_config(dict(case.knobs), str(checkpoint), str(params), ".")
+        theirs = export_llama_lib._prepare_for_llama_export(cfg).model
+        with torch.no_grad():
+            expected = theirs(tokens, {"input_pos": input_pos})
+            got = ours(tokens, input_pos)
+    assert len(source_transforms(cfg, torch.float32)) >= 3
+    assert torch.isfinite(got).all()
+    assert torch.equal(got, expected)
