@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install everything vkdiff needs on a Debian machine; idempotent and quick when nothing is missing.
-#   system (apt, when root): mesa-vulkan-drivers (lavapipe), libvulkan1, glslc, spirv-tools
+#   system (apt, when root): mesa-vulkan-drivers (lavapipe), libvulkan1, glslc, spirv-tools, and chromium
+#   (headless screenshots of the HTML reports in the tests)
 #   python (pip): vkdiff itself, editable, with the pinned dependencies of pyproject.toml and the test extras
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(mesa-vulkan-drivers libvulkan1 glslc spirv-tools)
+packages=(mesa-vulkan-drivers libvulkan1 glslc spirv-tools chromium)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -22,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python=${PYTHON:-python3}
-if ! "$python" -c "import vkdiff, torch, executorch, torchao, wgpu, pytest, xdist, hypothesis" >/dev/null 2>&1 \
+if ! "$python" -c "import vkdiff, torch, executorch, torchao, wgpu, matplotlib, pytest, xdist, hypothesis" >/dev/null 2>&1 \
    || ! "$python" -m pip show vkdiff >/dev/null 2>&1; then
   echo "vkdiff setup: pip install -e .[test]"
   "$python" -m pip install -q --disable-pip-version-check -e ".[test]"

@@ -172,9 +172,13 @@ def split_case(case: str, variant: str) -> tuple[str, str, str]:
 
         >>> split_case("linear_q4gsw[M13-K256-N40-g32-fp16-buffer]", "fp16-buffer")
         ('linear_q4gsw', 'M13-K256-N40-g32', 'fp16-buffer')
+        >>> split_case("llama_proj[8da4w-vulkan]", "8da4w-vulkan/numerics")
+        ('llama_proj', '8da4w-vulkan', 'numerics')
     """
     column = variant or "—"
     match = re.fullmatch(r"(?P<stem>[^\[]*)\[(?P<inner>.*)\]", case, flags=re.S)
+    if match and "/" in (variant or ""):
+        return match["stem"], match["inner"], variant.split("/", 1)[1]
     if match:
         stem, inner = match["stem"], match["inner"]
         if variant and inner == variant:
@@ -185,6 +189,12 @@ def split_case(case: str, variant: str) -> tuple[str, str, str]:
     if variant and case.endswith("-" + variant):
         return case[: -len(variant) - 1], "", column
     return case, "", column
+
+
+def entry_key(result: Result) -> str:
+    """What one row stands for: the case, or for host checks of a model case (variant ``recipe/rule``) case/rule."""
+    variant = str(result.variant or "")
+    return f"{result.case}/{variant.split('/', 1)[1]}" if "/" in variant else str(result.case)
 
 
 def dtype_of(variant: str) -> str:
@@ -520,7 +530,7 @@ class Merged:
         for order, result in enumerate(results):
             total += 1
             device = slugify(str(result.device or UNKNOWN_DEVICE))
-            groups[(str(result.case), device)].append((parse_time(result.time), order, result))
+            groups[(entry_key(result), device)].append((parse_time(result.time), order, result))
         rows, duplicates = {}, Counter()
         for key, found in groups.items():
             found.sort(key=lambda item: (item[0], item[1]))
