@@ -34,8 +34,12 @@ def pytest_addoption(parser) -> None:
 
 
 def _enabled(config) -> bool:
+    """Explicit ``--vkdiff``/selection flags always; the ini switch only for whole runs (no test paths named)."""
     opt = config.option
-    return bool(opt.vkdiff or opt.vkdiff_cases or opt.vkdiff_device or opt.vkdiff_report or config.getini("vkdiff"))
+    if opt.vkdiff or opt.vkdiff_cases or opt.vkdiff_device:
+        return True
+    whole_run = config.args_source is not pytest.Config.ArgsSource.ARGS
+    return whole_run and bool(config.getini("vkdiff") or opt.vkdiff_report)
 
 
 @pytest.hookimpl(trylast=True)
