@@ -23,7 +23,7 @@ def qp(base: dict, node: str) -> dict:
 
 
 def token_path_flow(*, transpose_out: dict = PATCH, cls_in: dict = PATCH, cat_out: dict = PATCH) -> list[dict]:
-    """conv → flatten → transpose ─┐ cat ─ (+ pos); cls_token (folded constant) ─┘, as ``qparam_flow`` reports it."""
+    """conv → flatten → transpose and the folded class token into a cat, as ``qparam_flow`` reports them."""
     return [
         {"op": "aten.flatten.using_ints", "node": "flatten", "inputs": [qp(PATCH, "dq_8")], "output": qp(PATCH, "q_9")},
         {"op": "aten.transpose.int", "node": "transpose", "inputs": [qp(PATCH, "dq_9")],
@@ -64,7 +64,8 @@ class TestPreservingOps:
         assert {f.status for f in findings} == {Status.PASS}
         summary = findings[-1]
         assert summary.evidence == {"ok": 2, "float": 1, "partial": 0, "cats": 1}
-        assert summary.message == "2 quantized qparam-preserving ops keep identical qparams (1 float, 0 with one float side; 1 cat)"
+        assert summary.message == ("2 quantized qparam-preserving ops keep identical qparams "
+                                   "(1 float, 0 with one float side; 1 cat)")
 
     def test_transpose_output_scale_differs_fires(self):
         """Invariant: a qparam-preserving op has identical input and output qparams (XNNPACK static transpose)."""
@@ -96,7 +97,7 @@ class TestCat:
                                "conv2d → flatten → transpose (input #1) (scale=0.0154, zero_point=23, int8)")
 
     def test_cat_output_uses_class_token_qparams_fires(self):
-        """Invariant: cat inputs and output share the qparams of the activation (patch-token) path, not the class token."""
+        """Invariant: cat inputs and output share the activation (patch-token) path's qparams, not the class token's."""
         findings = failures(check(token_path_flow(cls_in=CLS, cat_out=CLS)))
         (cat,) = findings
         assert cat.evidence["node"] == "cat" and cat.evidence["mismatched"] == ["input #0", "output"]

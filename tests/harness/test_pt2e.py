@@ -95,8 +95,9 @@ def test_output_qparams_are_the_head_dequantize(converted):
 
 
 def test_converted_module_stays_close_to_float(converted):
+    """Calibrated on its own input, the converted module is within ~2 output scales of float (8 allowed)."""
     module, x = converted
     torch.manual_seed(0)
     reference = ViTTokenPath(depth=1).eval()(x)
     scale = pt2e.output_qparams(module)[0]["scale"]
-    assert torch.allclose(module(x), reference, atol=40 * scale)
+    assert torch.allclose(module(x), reference, atol=8 * scale)

@@ -130,9 +130,11 @@ def model_cases() -> Iterator[ModelCase]:
     """Every model case in the default set."""
     for recipe, op in (("8da4w", LINEAR_DQ8CA_Q4GSW), ("4w", LINEAR_Q4GSW), ("8da4w-fp32zp", LINEAR_DQ8CA_Q4GSW)):
         for part in ("vulkan", "vulkan-fp16", "vulkan-buffer"):
+            rules = ("expected_fusions", "transposed_scales", "zero_point_dtype", "numerics")
+            if part == "vulkan" and recipe != "8da4w-fp32zp":
+                rules += ("cpu_runtime",)
             yield ModelCase(name="llama_proj", build=LlamaProjections, inputs=_activations((1, 7, 64)),
-                            recipe=recipe, partitioner=part, expect_ops=(op,),
-                            rules=("expected_fusions", "transposed_scales", "zero_point_dtype", "numerics"))
+                            recipe=recipe, partitioner=part, expect_ops=(op,), rules=rules)
     for recipe, op in (("4w-bf16", LINEAR_Q4GSW), ("4w-bf16-unwrap", LINEAR_Q4GSW), ("8da4w-bf16", LINEAR_DQ8CA_Q4GSW),
                        ("8da4w-bf16-unwrap", LINEAR_DQ8CA_Q4GSW)):
         yield ModelCase(name="llama_proj", build=LlamaProjections, inputs=_activations((1, 7, 64)), recipe=recipe,
@@ -147,13 +149,24 @@ def model_cases() -> Iterator[ModelCase]:
     for recipe in ("emb4w", "emb4w-perrow", "emb4w-asym"):
         asym = recipe == "emb4w-asym"
         rules = ("expected_fusions", "transposed_scales", "numerics") + (("weight_zero_points",) if asym else ())
+        rules += ("cpu_runtime",) if recipe == "emb4w" else ()
         yield ModelCase(name="embedding", build=Embedding, inputs=_tokens(256, 9), recipe=recipe,
                         expect_ops=(EMBEDDING_Q4GSW,), rules=rules,
                         accept_refusal=r"requires symmetric quantization|zero.point" if asym else "")
+
+
+def default_model_cases() -> Iterator[ModelCase]:
+    """The default set: the cases above, the ViT token path (PT2E, XNNPACK), and export_llama's tiny Llama."""
+    from vkdiff.cases.llm import llm_cases
+    from vkdiff.cases.vit import vit_cases
+
+    yield from model_cases()
+    yield from vit_cases()
+    yield from llm_cases()
 
 
 def all_model_cases(pattern: str | None = None) -> list[ModelCase]:
     import re
 
     regex = re.compile(pattern) if pattern else None
-    return [c for c in model_cases() if regex is None or regex.search(c.id)]
+    return [c for c in default_model_cases() if regex is None or regex.search(c.id)]

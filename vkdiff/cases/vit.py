@@ -4,8 +4,10 @@ The token path is where PT2E + ``XNNPACKQuantizer`` must share one set of qparam
 between a ``cat``'s inputs and output::
 
     image ─ Conv2d(3, E, P, stride=P) ─ flatten(2) ─ transpose(1, 2) ─┐
-                                                                        cat(dim=1) ─ + pos_embed ─ blocks ─ norm ─ head[:, 0]
-    cls_token (1, 1, E) ─ expand(B, -1, -1) ───────────────────────────┘
+                                                                       cat(dim=1) ─ + pos_embed ─ ...
+    cls_token (1, 1, E) ─ expand(B, -1, -1) ──────────────────────────┘
+
+then transformer blocks, a final LayerNorm and a Linear head on the class token (``x[:, 0]``).
 
 A quantizer that anchors the cat's shared qparams on the class-token input (a
 constant) instead of the patch-token activation path leaves the ``transpose``
@@ -28,7 +30,7 @@ from torch import nn
 from vkdiff.cases.models import ModelCase
 
 RECIPE = "pt2e-xnnpack"
-"""Recipe name of :func:`vkdiff.harness.pt2e.quantize_pt2e_xnnpack` (registered into ``RECIPES`` by the wiring)."""
+"""Recipe name of :func:`vkdiff.harness.pt2e.quantize_pt2e_xnnpack` in ``vkdiff.harness.lower.RECIPES``."""
 
 
 class Attention(nn.Module):
@@ -82,6 +84,14 @@ class ViTTokenPath(nn.Module):
         mlp_ratio (float): MLP hidden size over ``embed``.
         classes (int): output classes of the head.
         in_chans (int): input channels.
+        cls_std (float): standard deviation of the class token's initial values.
+
+    Note:
+        The class token is drawn wider (``cls_std=1.0``) than timm's ``0.02`` initialisation on
+        purpose: a mis-anchored cat only changes qparams when the class token's range differs
+        from the patch tokens'. With ``cls_std=0.02`` both fall inside the conv output's range,
+        the pre-fix quantizer (``harness.pt2e.unfixed_cat_annotation``) then yields identical
+        qparams, and the case could not tell a fixed quantizer from a broken one.
 
     Example::
 
@@ -127,4 +137,4 @@ def vit_cases() -> Iterator[ModelCase]:
     """ViT token-path cases: PT2E (XNNPACKQuantizer, symmetric) lowered to XNNPACK, depth 1 and 2."""
     for depth in (1, 2):
         yield ModelCase(name=f"vit_token_path_d{depth}", build=lambda d=depth: ViTTokenPath(depth=d),
-                        inputs=image_inputs(32), recipe=RECIPE, partitioner="xnnpack", rules=("cat_qparams",))
+                        inputs=image_inputs(32), recipe=RECIPE, partitioner="xnnpack", rules=("cat_qparams", "cpu_runtime"))

@@ -160,6 +160,14 @@ def _emb4w_and_4w(model, inputs=None, group_size: int = 32):
     return _4w(_emb4w(model, inputs, group_size), inputs, group_size)
 
 
+@recipe("pt2e-xnnpack")
+def _pt2e_xnnpack(model, inputs):
+    """PT2E with ``XNNPACKQuantizer`` (symmetric config), calibrated on the example inputs."""
+    from vkdiff.harness.pt2e import quantize_pt2e_xnnpack
+
+    return quantize_pt2e_xnnpack(model, inputs)
+
+
 def _bf16_checkpoint(model, inputs, quantize: Callable, unwrap: bool):
     """export_llama's bf16 path: load as bf16, quantize in bf16, then ``.to(torch.float32)``."""
     import torch
@@ -241,7 +249,10 @@ def _own_source_hash() -> str:
     """Lowering and decoding code is part of the key: changing it invalidates the cache."""
     from vkdiff.harness import delegate
 
-    return hashlib.sha256(Path(__file__).read_bytes() + Path(delegate.__file__).read_bytes()).hexdigest()[:12]
+    here = Path(__file__).parent
+    sources = [Path(__file__), Path(delegate.__file__), here / "llm_export.py", here / "pt2e.py",
+               here.parent / "cases" / "llm.py"]
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
 
 
 def lower(case: ModelCase, *, use_cache: bool = True) -> LoweredCase:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from typing import Any
@@ -13,9 +14,12 @@ from vkdiff.cases.models import ModelCase
 from vkdiff.fusions.registry import Finding, FusionContext
 from vkdiff.harness import interpret
 from vkdiff.harness.compare import ErrorStatistics, Tolerance
+from vkdiff.harness.llm_export import LLM_RECIPES
 from vkdiff.harness.lower import RECIPES, LowerError, LoweredCase, lower, quiet_libraries
 from vkdiff.harness.status import Status
 from vkdiff.harness.store import Result, clip, versions
+
+RECIPES.update(LLM_RECIPES)
 
 HOST = "cpu"
 """Device slug of host-only checks (lowering, fusion invariants, reference numerics)."""
@@ -103,6 +107,37 @@ def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None) -
     return results
 
 
+def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: np.ndarray,
+                tolerance: Tolerance) -> tuple[Finding, str | None]:
+    """The same case lowered for XNNPACK and run by ExecuTorch's CPU runtime, against the eager model.
+
+    Returns the finding and the runtime error text (None when the program loaded and ran).
+    """
+    from vkdiff.harness.cpu_runtime import RuntimeInitError, run_pte
+
+    target = lowered if case.partitioner == "xnnpack" else None
+    try:
+        target = target or lower(dataclasses.replace(case, partitioner="xnnpack"))
+        (out,) = run_pte(target.pte, list(inputs))[:1]
+    except LowerError as exc:
+        return Finding(rule="cpu_runtime", status=Status.LOWER_FAIL, message=f"XNNPACK lowering: {exc}"), None
+    except RuntimeInitError as exc:
+        return Finding(rule="cpu_runtime", status=Status.FAIL_CHECK, message=f"ExecuTorch CPU runtime: {exc}"), str(exc)
+    stats = ErrorStatistics.from_arrays(np.asarray(out, np.float64).reshape(expected.shape), expected, tolerance)
+    status = stats.status()
+    summary = f"ExecuTorch CPU runtime (XNNPACK) vs eager: max abs {stats.max_abs:.3g}, SQNR {stats.sqnr_db:.1f} dB"
+    message = summary if status is Status.PASS else f"{summary}; {stats.message().splitlines()[0]}"
+    return Finding(rule="cpu_runtime", status=status, message=message, evidence=stats.to_dict()), None
+
+
+def _pt2e_tolerance(model) -> Tolerance:
+    """PT2E outputs are int8-quantized: a few output quantization steps of slack."""
+    from vkdiff.harness.pt2e import output_qparams
+
+    scales = [q["scale"] for q in output_qparams(model) if q]
+    return Tolerance.quantized(max(scales), steps=3) if scales else Tolerance(atol=1e-2, rtol=1e-2)
+
+
 def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[str, list[Finding]]:
     model, inputs, tied = eager(case)
     import torch
@@ -110,19 +145,33 @@ def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[st
     with torch.no_grad():
         expected = model(*inputs).detach().float().numpy().astype(np.float64)
     stats = reference_numerics(lowered, inputs, expected)
+    pt2e = case.recipe.startswith("pt2e")
+    runtime_finding, runtime_error = None, None
+    if "cpu_runtime" in case.rules or "cat_qparams" in case.rules:
+        tolerance = _pt2e_tolerance(model) if pt2e else Tolerance(atol=2e-2, rtol=2e-2)
+        runtime_finding, runtime_error = cpu_runtime(case, lowered, inputs, expected, tolerance)
     ctx = FusionContext(case_id=case.id, expect_ops=case.expect_ops, delegates=lowered.delegates,
                         partitions=lowered.partitions, delegated_ops=lowered.delegated_ops,
                         undelegated_ops=lowered.undelegated_ops, dequantize_dtypes=lowered.dequantize_dtypes,
                         weight_qparams=weight_qparams(model), tied_groups=tied, shader_variants=shader_variants,
                         numerics=stats if isinstance(stats, ErrorStatistics) else None,
-                        bf16_scales=bf16_scales(lowered) if "bf16" in case.recipe else None)
+                        bf16_scales=bf16_scales(lowered) if "bf16" in case.recipe else None,
+                        qparam_flow=_qparam_flow(model) if pt2e else None, runtime_error=runtime_error)
     out: dict[str, list[Finding]] = {}
     for rule in case.rules:
         if rule == "numerics":
             out[rule] = [_numerics_finding(stats)]
+        elif rule == "cpu_runtime":
+            out[rule] = [runtime_finding]
         else:
             out[rule] = fusions.RULES[rule](ctx) or [Finding(rule=rule, status=Status.PASS, message="nothing to check")]
     return out
+
+
+def _qparam_flow(model) -> list[dict[str, Any]]:
+    from vkdiff.harness.pt2e import qparam_flow
+
+    return qparam_flow(model)
 
 
 def bf16_scales(lowered: LoweredCase) -> bool | None:

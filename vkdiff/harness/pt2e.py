@@ -162,17 +162,13 @@ def _output_qparams(graph_module, node: torch.fx.Node) -> dict[str, Any] | None:
     return None
 
 
-def _depends_on_input(node: Any, memo: dict) -> bool:
-    """Whether ``node`` is computed from a graph input (an activation) rather than constants only."""
-    if not isinstance(node, torch.fx.Node):
-        return False
-    if node not in memo:
-        memo[node] = False
-        if node.op == "placeholder":
-            memo[node] = True
-        elif node.op in ("call_function", "call_method", "call_module"):
-            memo[node] = any(_depends_on_input(arg, memo) for arg in node.all_input_nodes)
-    return memo[node]
+def _activations(graph_module: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Nodes computed from a graph input (activations), as opposed to constants only (graph order is topological)."""
+    found: set[torch.fx.Node] = set()
+    for node in graph_module.graph.nodes:
+        if node.op == "placeholder" or (node.op != "get_attr" and any(a in found for a in node.all_input_nodes)):
+            found.add(node)
+    return found
 
 
 def _producer(node: Any) -> Any:
@@ -184,7 +180,7 @@ def _producer(node: Any) -> Any:
     return node
 
 
-def _source(graph_module, arg: Any, memo: dict) -> dict[str, Any]:
+def _source(graph_module, arg: Any, activations: set) -> dict[str, Any]:
     """Where a cat input comes from: through qparam-preserving ops back to the op that set its qparams.
 
     ``kind`` is ``"activation"`` when computed from a graph input, ``"constant"`` otherwise (a class
@@ -202,7 +198,7 @@ def _source(graph_module, arg: Any, memo: dict) -> dict[str, Any]:
     origin_qparams = _output_qparams(graph_module, node)
     if origin_qparams is None and node.op == "get_attr":  # a folded quantized constant feeds the dequantize
         origin_qparams = _input_qparams(graph_module, arg)
-    return {"kind": "activation" if _depends_on_input(node, memo) else "constant", "node": node.name,
+    return {"kind": "activation" if node in activations else "constant", "node": node.name,
             "op": op_name(node.target) if node.op == "call_function" else node.op, "via": chain,
             "qparams": origin_qparams}
 
@@ -227,11 +223,11 @@ def qparam_flow(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
              "output": {"scale": 0.0154, "zero_point": 23, ...}}
 
             {"op": "aten.cat.default", "node": "cat", "inputs": [{...}, {...}], "output": {...},
-             "sources": [{"kind": "constant", "node": "_frozen_param0", ...},
+             "sources": [{"kind": "constant", "node": "quantize_per_tensor_default_11", "op": "get_attr", ...},
                          {"kind": "activation", "node": "conv2d", "op": "aten.conv2d.default",
                           "via": ["transpose", "flatten"], "qparams": {...}}]}
     """
-    memo: dict = {}
+    activations = _activations(graph_module)
     flow = []
     for node in graph_module.graph.nodes:
         if node.op != "call_function":
@@ -242,7 +238,7 @@ def qparam_flow(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
             flow.append({"op": name, "node": node.name,
                          "inputs": [_input_qparams(graph_module, t) for t in tensors],
                          "output": _output_qparams(graph_module, node),
-                         "sources": [_source(graph_module, t, memo) for t in tensors]})
+                         "sources": [_source(graph_module, t, activations) for t in tensors]})
         elif name in QPARAM_PRESERVING_OPS:
             flow.append({"op": name, "node": node.name, "inputs": [_input_qparams(graph_module, node.args[0])],
                          "output": _output_qparams(graph_module, node)})
@@ -257,7 +253,5 @@ def output_qparams(graph_module: torch.fx.GraphModule) -> list[dict[str, Any] | 
     out = []
     for node in graph_module.graph.nodes:
         if node.op == "output":
-            values = torch.fx.node.map_arg(node.args[0], lambda n: n)
-            flat = values if isinstance(values, (list, tuple)) else [values]
-            out.extend(_input_qparams(graph_module, value) for value in flat)
+            out.extend(_input_qparams(graph_module, value) for value in torch.utils._pytree.tree_leaves(node.args[0]))
     return out
