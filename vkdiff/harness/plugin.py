@@ -80,12 +80,17 @@ def pytest_vkdiff_run_item(item, session):
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
+    """Controller (or single process): merge every process's results and render the reports."""
     vk = session.config.stash.get(SESSION_KEY, None)
-    if vk is not None and not hasattr(session.config, "workerinput"):
-        merged = vk.merge()
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None and merged is not None:
-            reporter.write_line(f"vkdiff: {merged.count} results in {merged.path}")
-            for page in merged.pages:
-                reporter.write_line(f"vkdiff report: {page}")
+    if vk is not None and not vk.is_worker:
+        vk.merged = vk.merge()
 
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    vk = config.stash.get(SESSION_KEY, None)
+    merged = getattr(vk, "merged", None)
+    if merged is not None:
+        terminalreporter.write_sep("-", "vkdiff")
+        terminalreporter.write_line(f"{merged.count} results in {merged.path}")
+        for page in merged.pages:
+            terminalreporter.write_line(f"report: {page}")

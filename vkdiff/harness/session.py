@@ -110,6 +110,7 @@ class VkdiffSession:
         self.et_src = _resolve_et_src(opt.et_src)
         self.store = ResultStore(results_dir / f"results-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl")
         self._contexts: dict[str, Any] = {}
+        self.merged: Merged | None = None
 
     @classmethod
     def from_config(cls, config) -> "VkdiffSession":
