@@ -59,8 +59,9 @@ def prepare_linear_q4gsw(case: KernelCase, rng: np.random.Generator) -> Prepared
     scales_t = reference.transpose_scales(scales, pad_to=4).astype(dtype)
     bias = rng.standard_normal(n).astype(dtype) if case.bias else None
     expected = reference.linear_q4gsw(x, packed, scales_t, g, bias)
-    weight = np.abs(reference.dequantize_q4gsw_weight(packed, scales_t, g, k)).astype(np.float32)
-    magnitude = np.abs(x.astype(np.float32)) @ weight.T
+    abs_weight = np.multiply(np.abs(codes).reshape(n, k // g, g), scales_t[:, :n].T.astype(np.float32)[:, :, None],
+                             dtype=np.float32).reshape(n, k)
+    magnitude = np.abs(x.astype(np.float32)) @ abs_weight.T
     if bias is not None:
         magnitude += np.abs(bias.astype(np.float32))
     return Prepared(inputs={"x": x, "packed_weight": packed, "scales": scales_t, "bias": bias},
