@@ -85,22 +85,16 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def _resolve_inputs(args: argparse.Namespace):
     """Validate --et-src, glslc and --device up front; each problem is one line."""
     from vkdiff.device.adapters import UnknownDeviceError, select
-    from vkdiff.device.build import EtSourceError, GlslcMissingError, ShaderBuilder, glslc_version
+    from vkdiff.device.build import EtSourceError, GlslcMissingError, ShaderBuilder, glslc_version, resolve_et_src
 
     try:
-        et_src = _resolve_et_src(args.et_src)
+        et_src = resolve_et_src(args.et_src)
         if et_src is not None and not ShaderBuilder(et_src).has_prebuilt():
             glslc_version()
         devices = select(args.device)
     except (EtSourceError, GlslcMissingError, UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
     return et_src, devices
-
-
-def _resolve_et_src(path):
-    from vkdiff.device.build import resolve_et_src
-
-    return resolve_et_src(path)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
