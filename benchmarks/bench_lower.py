@@ -16,7 +16,8 @@ from vkdiff.harness.lower import lower, quiet_libraries
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=r"^(llama_proj\[4w-vulkan\]|embedding\[emb4w-vulkan\]|tied_embed_first)")
+    parser.add_argument("--cases", default=r"^(llama_proj\[4w-vulkan\]|embedding\[emb4w-vulkan\]|tied_embed_first|"
+                                           r"linear_asym)")
     args = parser.parse_args()
     os.environ["VKDIFF_CACHE_DIR"] = tempfile.mkdtemp(prefix="vkdiff-bench-lower-")
     for case in all_model_cases(args.cases):
