@@ -141,7 +141,7 @@ def synthesise(n_results: int = 1000, n_devices: int = 2, seed: int = 0, *,
                 reason=REASONS.get(status, "") if status not in ("PASS", "FAIL_NUMERIC", "FAIL_NAN") else
                 ("" if status == "PASS" else f"Mismatched elements: {metrics['mismatches']} / {total}"),
                 shader=f"{op}_tiled_{variant.split('-')[1]}_texture2d_{'half' if fp16 else 'float'}",
-                shaders=[f"pack_q4_linear_weight_texture2d", f"{op}_tiled_{variant.split('-')[1]}_texture2d"],
+                shaders=["pack_q4_linear_weight_texture2d", f"{op}_tiled_{variant.split('-')[1]}_texture2d"],
                 metrics=metrics,
                 tolerance={"atol": 1e-3 if fp16 else 1e-6, "rtol": 2 ** -10 if fp16 else 1e-5, "acc": 4.0,
                            "eps": 0.0009765625 if fp16 else 1.1920928955078125e-07},

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 
-import pytest
 import torch
 
 from vkdiff.cases import llm

@@ -60,7 +60,7 @@ def test_matches_torch_quantized_cat(dtype, axis, n_inputs, out_qparams) -> None
     rng = make_rng("test_matches_torch_quantized_cat", dtype, axis, n_inputs, out_qparams)
     qdtype, lo, hi = _QDTYPE[np.dtype(dtype)]
     tensors, scales, zps = [], [], []
-    for i in range(n_inputs):
+    for _ in range(n_inputs):
         shape = [2, 3]
         shape[axis] = int(rng.integers(1, 5))
         tensors.append(_codes(rng, tuple(shape), dtype))

@@ -280,7 +280,7 @@ def test_dq8ca_matches_torchao_oracle(rng: np.random.Generator, m, n, k, gs) -> 
 
 def test_dq8ca_equals_q4gsw_on_fake_quantized_input(rng: np.random.Generator) -> None:
     """Self-consistency: the integer path == weight-only linear on (q - z) * s."""
-    m, n, k, gs = 6, 20, 128, 32
+    n, k, gs = 20, 128, 32
     codes, scales, packed, sums, scales_t = _dq8ca_weights(rng, n, k, gs)
     x = random_weight(rng, (2, 3, k))  # leading dims
     s, z = quant.choose_qparams_per_token_asymmetric(x)

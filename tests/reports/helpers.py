@@ -40,7 +40,7 @@ def result(case: str, device: str, status: str = "PASS", *, time: str = "2026-11
     if failing:
         metrics["error_map"] = [[0.1] * 31 + [250.0] for _ in range(13)]
     line = {"case": case, "op": case.split("[")[0], "variant": variant, "device": device, "status": status,
-            "reason": f"Mismatched elements: 37 / 520 (7.12%)" if failing else "",
+            "reason": "Mismatched elements: 37 / 520 (7.12%)" if failing else "",
             "shader": "linear_q4gsw_tiled_buffer_texture2d_float", "shaders": ["pack_q4_linear_weight_texture2d",
                                                                              "linear_q4gsw_tiled_buffer_texture2d_float"],
             "metrics": metrics if status not in ("NOT_SUPPORTED", "NOT_RUN", "BUILD_FAIL", "ERROR") else {},

@@ -111,6 +111,7 @@ class VkdiffSession:
         self.store = ResultStore(results_dir / f"results-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl")
         self._contexts: dict[str, Any] = {}
         self.merged: Merged | None = None
+        self._last_prepared: tuple[str, Any] = ("", None)
 
     @classmethod
     def from_config(cls, config) -> "VkdiffSession":
@@ -170,10 +171,10 @@ class VkdiffSession:
     def _variants(self) -> frozenset[str] | None:
         if self.et_src is None:
             return None
-        return self._builder().variants()
+        return self._shader_builder.variants()
 
-    @functools.lru_cache(maxsize=1)
-    def _builder(self):
+    @functools.cached_property
+    def _shader_builder(self):
         from vkdiff.device.build import ShaderBuilder
 
         return ShaderBuilder(self.et_src)
@@ -183,17 +184,19 @@ class VkdiffSession:
             from vkdiff.device.context import DeviceContext
 
             info, adapter = next((i, a) for i, a in self.adapters if i.slug == slug)
-            self._contexts[slug] = DeviceContext(info, adapter, self._builder())
+            self._contexts[slug] = DeviceContext(info, adapter, self._shader_builder)
         return self._contexts[slug]
 
-    @functools.lru_cache(maxsize=4)
     def _prepared(self, case: KernelCase):
+        """Inputs and reference of the last case, shared by its items on other devices in this process."""
         from vkdiff.harness.kernels import prepare_case
 
-        try:
-            return prepare_case(case, self.seed)
-        except Exception:
-            return None
+        if self._last_prepared[0] != case.id:
+            try:
+                self._last_prepared = (case.id, prepare_case(case, self.seed))
+            except Exception:
+                self._last_prepared = (case.id, None)
+        return self._last_prepared[1]
 
     def record(self, results: Sequence[Result]) -> None:
         for result in results:

@@ -179,7 +179,7 @@ def error_hist_by_group(rows: Sequence[Row]) -> str | None:
     fig = _figure(5.9 + legend_in, 3.1, left=0.95, right=legend_in, top=0.2, bottom=0.5)
     ax = fig.subplots()
     lo_edge, hi_edge = math.inf, -math.inf
-    for (op, dtype, edges), (counts, exact, n) in sorted(groups.items(), key=lambda item: natural_key(" ".join(item[0][:2]))):
+    for (op, dtype, edges), (counts, exact, _count) in sorted(groups.items(), key=lambda item: natural_key(" ".join(item[0][:2]))):
         edges_a = np.asarray(edges)
         total = counts.sum() + exact
         if total <= 0:
