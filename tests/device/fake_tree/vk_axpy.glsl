@@ -8,7 +8,7 @@ ${define_required_extensions(STORAGE, DTYPE)}
 
 layout(std430) buffer;
 
-#include "vk_helpers.glslh"
+#include "vk_helpers.h"
 
 ${layout_declare_tensor(B, "w", "t_out", DTYPE, STORAGE)}
 ${layout_declare_tensor(B, "r", "t_x", DTYPE, STORAGE)}
