@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import importlib
 import inspect
 import logging
 import pickle
@@ -246,37 +245,6 @@ def cache_key(case: ModelCase) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def memoise_cia_op_collection() -> None:
-    """Memoise torch.export's scan of every namespace for CompositeImplicitAutograd ops.
-
-    ``run_decompositions`` rescans all non-aten namespaces on each call (0.1–0.15 s, several
-    calls per lowering). The scan is a function of the op registry, so the memo is keyed by
-    the registered op names and namespaces and recomputed whenever an op library registers
-    more ops. Callers get a fresh set each time (torch treats the result as read-only).
-    """
-    import torch
-    from torch._export import utils as export_utils
-
-    original = getattr(export_utils, "_collect_all_valid_cia_ops", None)
-    if original is None:
-        return
-    memo: dict[tuple, frozenset] = {}
-
-    def collect() -> set:
-        key = (len(torch._C._dispatch_get_all_op_names()), tuple(torch.ops._dir))
-        if key not in memo:
-            memo.clear()
-            memo[key] = frozenset(original())
-        return set(memo[key])
-
-    collect.__wrapped__ = original
-    for module_name in ("torch._export.utils", "torch.export.exported_program", "torch.export.decomp_utils"):
-        module = importlib.import_module(module_name)
-        if getattr(module, "_collect_all_valid_cia_ops", None) is original:
-            module._collect_all_valid_cia_ops = collect
-
-
-@functools.lru_cache(maxsize=None)
 def _own_source_hash() -> str:
     """Lowering and decoding code is part of the key: changing it invalidates the cache."""
     from vkdiff.harness import delegate
@@ -366,7 +334,6 @@ def _lower_steps(case: ModelCase) -> LoweredCase:
 
     start = time.perf_counter()
     memoise_vulkan_patterns()
-    memoise_cia_op_collection()
     model, inputs = _stage("build", case.instantiate)
     model = _stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model, inputs)
     program = _stage("export", torch.export.export, model, inputs)
