@@ -63,15 +63,15 @@ def model_tolerance(lowered: LoweredCase) -> Tolerance:
     return Tolerance(atol=rtol, rtol=rtol)
 
 
-def reference_numerics(lowered: LoweredCase, inputs: tuple, expected: np.ndarray) -> ErrorStatistics | str:
-    """The fused program evaluated with reference ops, against the eager output; a string says why not run."""
+def reference_output(lowered: LoweredCase, inputs: tuple, shape: tuple[int, ...]) -> np.ndarray | str:
+    """The fused program evaluated with reference ops; a string says why it could not be."""
     if len(lowered.delegates) != 1 or lowered.partitions != 1:
         return f"numerics need exactly one Vulkan delegate (got {len(lowered.delegates)}, partitions {lowered.partitions})"
     try:
         (out,) = interpret.run(lowered.delegates[0], [np.asarray(x) for x in inputs])
     except interpret.UnsupportedOpError as exc:
         return str(exc)
-    return ErrorStatistics.from_arrays(out.reshape(expected.shape), expected, model_tolerance(lowered))
+    return out.reshape(shape)
 
 
 def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None) -> list[Result]:
@@ -108,8 +108,9 @@ def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None) -
 
 
 def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: np.ndarray,
-                tolerance: Tolerance) -> tuple[Finding, str | None]:
-    """The same case lowered for XNNPACK and run by ExecuTorch's CPU runtime, against the eager model.
+                tolerance: Tolerance, reference: np.ndarray | None = None) -> tuple[Finding, str | None]:
+    """The same case lowered for XNNPACK and run by ExecuTorch's CPU runtime, against the eager model
+    and (when the fused program could be evaluated) the reference.
 
     Returns the finding and the runtime error text (None when the program loaded and ran).
     """
@@ -123,11 +124,18 @@ def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: 
         return Finding(rule="cpu_runtime", status=Status.LOWER_FAIL, message=f"XNNPACK lowering: {exc}"), None
     except RuntimeInitError as exc:
         return Finding(rule="cpu_runtime", status=Status.FAIL_CHECK, message=f"ExecuTorch CPU runtime: {exc}"), str(exc)
-    stats = ErrorStatistics.from_arrays(np.asarray(out, np.float64).reshape(expected.shape), expected, tolerance)
-    status = stats.status()
-    summary = f"ExecuTorch CPU runtime (XNNPACK) vs eager: max abs {stats.max_abs:.3g}, SQNR {stats.sqnr_db:.1f} dB"
-    message = summary if status is Status.PASS else f"{summary}; {stats.message().splitlines()[0]}"
-    return Finding(rule="cpu_runtime", status=status, message=message, evidence=stats.to_dict()), None
+    out = np.asarray(out, np.float64).reshape(expected.shape)
+    oracles = {"eager": expected} | ({"reference": reference} if reference is not None else {})
+    parts, statuses, evidence = [], [], {}
+    for name, oracle in oracles.items():
+        stats = ErrorStatistics.from_arrays(out, oracle, tolerance)
+        statuses.append(stats.status())
+        evidence[name] = stats.to_dict()
+        text = f"vs {name}: max abs {stats.max_abs:.3g}, SQNR {stats.sqnr_db:.1f} dB"
+        parts.append(text if stats.status() is Status.PASS else f"{text} ({stats.message().splitlines()[0]})")
+    status = max(statuses, key=lambda s: (s.is_failure(), s))
+    return Finding(rule="cpu_runtime", status=status, message="ExecuTorch CPU runtime (XNNPACK) " + "; ".join(parts),
+                   evidence=evidence), None
 
 
 def _pt2e_tolerance(model) -> Tolerance:
@@ -144,12 +152,15 @@ def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[st
 
     with torch.no_grad():
         expected = model(*inputs).detach().float().numpy().astype(np.float64)
-    stats = reference_numerics(lowered, inputs, expected)
+    reference = reference_output(lowered, inputs, expected.shape)
+    stats = (ErrorStatistics.from_arrays(reference, expected, model_tolerance(lowered))
+             if isinstance(reference, np.ndarray) else reference)
     pt2e = case.recipe.startswith("pt2e")
     runtime_finding, runtime_error = None, None
     if "cpu_runtime" in case.rules or "cat_qparams" in case.rules:
         tolerance = _pt2e_tolerance(model) if pt2e else Tolerance(atol=2e-2, rtol=2e-2)
-        runtime_finding, runtime_error = cpu_runtime(case, lowered, inputs, expected, tolerance)
+        runtime_finding, runtime_error = cpu_runtime(case, lowered, inputs, expected, tolerance,
+                                                     reference if isinstance(reference, np.ndarray) else None)
     ctx = FusionContext(case_id=case.id, expect_ops=case.expect_ops, delegates=lowered.delegates,
                         partitions=lowered.partitions, delegated_ops=lowered.delegated_ops,
                         undelegated_ops=lowered.undelegated_ops, dequantize_dtypes=lowered.dequantize_dtypes,
