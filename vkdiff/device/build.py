@@ -1,9 +1,10 @@
 """Build ET-VK shader variants: ExecuTorch tree → executorch's own codegen → glslc → cached SPIR-V.
 
 The tree is a user's ExecuTorch checkout (``--et-src`` / ``VKDIFF_ET_SRC``); vkdiff
-never ships one. Variants are expanded with the wheel's ``SPVGenerator`` (with
-``replace_u16vecn``), compiled with ET-VK's glslc flags, and cached on disk under
-``$VKDIFF_CACHE_DIR`` (default ``~/.cache/vkdiff``) keyed by a hash of (generated
+never ships one. Variants are expanded with ExecuTorch's own ``SPVGenerator`` (with
+``replace_u16vecn``): the tree's ``gen_vulkan_spv.py`` when it has one, so templates and
+codegen always match (older and newer trees, bisects), else the installed wheel's. They
+are compiled with ET-VK's glslc flags and cached on disk under ``$VKDIFF_CACHE_DIR`` (default ``~/.cache/vkdiff``) keyed by a hash of (generated
 source and headers, flags, glslc version). An index keyed by (tree hash, variant)
 lets a machine without glslc or executorch (a lent GPU runner) reuse the cache.
 """
@@ -198,15 +199,31 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-@functools.lru_cache(maxsize=None)
-def _load_codegen():
-    """executorch's ``gen_vulkan_spv`` module, loaded by path (importing executorch itself costs seconds)."""
+CODEGEN_IN_TREE = Path("backends/vulkan/runtime/gen_vulkan_spv.py")
+
+
+def codegen_path(et_src: Path) -> Path:
+    """The tree's own ``gen_vulkan_spv.py`` (its templates match it), else the installed executorch's.
+
+    Raises:
+        BuildError: neither exists.
+    """
+    in_tree = et_src / CODEGEN_IN_TREE
+    if in_tree.exists():
+        return in_tree
     spec = importlib.util.find_spec("executorch")
-    path = Path(spec.submodule_search_locations[0], "backends/vulkan/runtime/gen_vulkan_spv.py") if spec else None
-    if path is None or not path.exists():
-        raise BuildError(f"executorch's gen_vulkan_spv.py is not installed; install executorch==1.5.1 "
-                         f"or point {CACHE_ENV} at a prebuilt cache")
-    module_spec = importlib.util.spec_from_file_location("vkdiff_et_gen_vulkan_spv", path)
+    wheel = Path(spec.submodule_search_locations[0], "backends/vulkan/runtime/gen_vulkan_spv.py") if spec else None
+    if wheel is None or not wheel.exists():
+        raise BuildError(f"no gen_vulkan_spv.py in {et_src} and executorch is not installed; install "
+                         f"executorch==1.5.1 or point {CACHE_ENV} at a prebuilt cache")
+    return wheel
+
+
+@functools.lru_cache(maxsize=None)
+def _load_codegen(path: Path):
+    """Load a ``gen_vulkan_spv`` module by path (importing the executorch package itself costs seconds)."""
+    name = "vkdiff_et_gen_vulkan_spv_" + _sha(str(path))[:12]
+    module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
@@ -225,7 +242,7 @@ class ShaderBuilder:
     @functools.cached_property
     def _codegen(self):
         """executorch's own generator module and an ``SPVGenerator`` for this tree."""
-        gen = _load_codegen()
+        gen = _load_codegen(codegen_path(self.et_src))
         env = {**copy.deepcopy(gen.DEFAULT_ENV), **gen.TYPE_MAPPINGS, **gen.UTILITY_FNS}
         return gen, gen.SPVGenerator(str(self.glsl_dir), env, None, replace_u16vecn=True)
 

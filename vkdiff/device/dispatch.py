@@ -114,19 +114,25 @@ def workgroup_count(global_size: Sequence[int], local_size: Sequence[int]) -> tu
 
 def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_size: Sequence[int],
              immediates: bytes = b"", label: str = "kernel") -> None:
-    """Bind ``resources`` in binding order, push ``immediates`` and dispatch ``global_size`` invocations.
+    """Bind ``resources[i]`` to binding ``i``, push ``immediates`` and dispatch ``global_size`` invocations.
+
+    As in ET-VK, the launcher provides every descriptor slot of the op; slots the compiled
+    shader does not declare (glslc drops unused ones, e.g. the bias of older trees) are
+    left unbound.
 
     Raises:
-        DispatchError: wgpu rejected the bind group or the dispatch (wrong resources).
+        DispatchError: wgpu rejected the bind group or the dispatch (wrong resources), or a
+            binding the shader declares has no resource.
         DeviceLimitError: the workgroup count exceeds the device limit.
     """
     bindings = [b for b in pipeline.reflection.bindings if b.group == 0]
-    if len(resources) != len(bindings):
-        raise DispatchError(f"{label}: shader declares {len(bindings)} bindings, launcher gave {len(resources)}")
+    missing = [b.binding for b in bindings if b.binding >= len(resources)]
+    if missing:
+        raise DispatchError(f"{label}: shader declares bindings {missing}, launcher gave {len(resources)} resources")
     groups = workgroup_count(global_size, pipeline.local_size)
     if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
         raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")
-    entries = [{"binding": b.binding, "resource": _resource(b, r, label)} for b, r in zip(bindings, resources)]
+    entries = [{"binding": b.binding, "resource": _resource(b, resources[b.binding], label)} for b in bindings]
     bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
                           layout=pipeline.layout, entries=entries)
     size = pipeline.reflection.immediate_size
