@@ -117,3 +117,13 @@ def test_dot_product_polyfill_is_exact_and_saturates(tree, gpu, pipelines, rng):
     out = resources.poisoned(gpu, (n,), np.int32, "buffer")
     dispatch(gpu, pipeline, [out, *(resources.buffer_tensor(gpu, v) for v in (a, b, acc))], (n, 1, 1))
     np.testing.assert_array_equal(resources.read(gpu, out), _dot_reference(a, b, acc))
+
+
+def test_codegen_comes_from_the_tree_when_it_has_one(tree):
+    """Templates and codegen must match: a tree's own gen_vulkan_spv.py wins over the installed wheel's."""
+    wheel = build.codegen_path(tree)
+    assert wheel.name == "gen_vulkan_spv.py" and tree not in wheel.parents
+    in_tree = tree / build.CODEGEN_IN_TREE
+    shutil.copy(wheel, in_tree)
+    assert build.codegen_path(tree) == in_tree
+    assert "vk_axpy_buffer_float" in build.ShaderBuilder(tree).variants()
