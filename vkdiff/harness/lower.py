@@ -77,11 +77,17 @@ RECIPES: dict[str, Callable[..., Any]] = {}
 the example inputs to export and calibrate; torchao recipes ignore them)."""
 
 
-def recipe(name: str):
-    def wrap(fn):
-        RECIPES[name] = fn
-        return fn
-    return wrap
+def _registrar(table: dict[str, Callable]) -> Callable[[str], Callable[[Callable], Callable]]:
+    """A decorator factory that registers functions in ``table`` under a name."""
+    def register(name: str) -> Callable[[Callable], Callable]:
+        def wrap(fn: Callable) -> Callable:
+            table[name] = fn
+            return fn
+        return wrap
+    return register
+
+
+recipe = _registrar(RECIPES)
 
 
 @recipe("fp32")
@@ -189,11 +195,7 @@ for _name, _quantize in (("4w", _4w), ("8da4w", _8da4w)):
 PARTITIONERS: dict[str, Callable[[], list]] = {}
 
 
-def partitioner(name: str):
-    def wrap(fn):
-        PARTITIONERS[name] = fn
-        return fn
-    return wrap
+partitioner = _registrar(PARTITIONERS)
 
 
 @partitioner("vulkan")
