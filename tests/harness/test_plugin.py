@@ -39,7 +39,16 @@ def test_items_skip_as_not_run_without_tree(pytester, monkeypatch):
     assert {r["status"] for r in _results(pytester)} == {"NOT_RUN"}
 
 
-def test_unknown_device_is_a_usage_error(pytester):
+@requires_vulkan
+def test_runs_without_xdist(pytester, monkeypatch):
+    """The xdist-only hooks are registered only with xdist: ``-p no:xdist`` is not an INTERNALERROR."""
+    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    result = pytester.runpytest("-p", "no:xdist", "--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS)
+    result.assert_outcomes(skipped=2)
+
+
+def test_unknown_device_is_a_usage_error(pytester, monkeypatch):
+    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
     result = pytester.runpytest("--vkdiff", "--vkdiff-device", "no-such-gpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no Vulkan adapter matches --device 'no-such-gpu'*"])

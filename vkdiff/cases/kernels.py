@@ -52,12 +52,22 @@ class KernelCase:
         dims = "-".join(f"{k}{v}" for k, v in self.shape)
         return f"{self.op}[{dims}-{self.variant}]"
 
+    @property
+    def data_id(self) -> str:
+        """The id without the storage knobs: cases that differ only in storage get identical inputs."""
+        dims = "-".join(f"{k}{v}" for k, v in self.shape)
+        return f"{self.op}[{dims}-{self.dtype}{'-bias' if self.bias else ''}]"
+
     def size(self, name: str) -> int:
         return dict(self.shape)[name]
 
     def seed(self, session_seed: int = 0) -> int:
-        """Inputs are seeded from a hash of the case id plus the session seed."""
-        digest = hashlib.sha256(f"{self.id}:{session_seed}".encode()).digest()
+        """Inputs are seeded from a hash of the data id plus the session seed.
+
+        Storage variants share inputs, so their outputs are comparable and one
+        reference serves them all.
+        """
+        digest = hashlib.sha256(f"{self.data_id}:{session_seed}".encode()).digest()
         return int.from_bytes(digest[:4], "little")
 
 

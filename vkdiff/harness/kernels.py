@@ -59,11 +59,10 @@ def prepare_linear_q4gsw(case: KernelCase, rng: np.random.Generator) -> Prepared
     scales_t = reference.transpose_scales(scales, pad_to=4).astype(dtype)
     bias = rng.standard_normal(n).astype(dtype) if case.bias else None
     expected = reference.linear_q4gsw(x, packed, scales_t, g, bias)
-    abs_weight = np.multiply(np.abs(codes).reshape(n, k // g, g), scales_t[:, :n].T.astype(np.float32)[:, :, None],
-                             dtype=np.float32).reshape(n, k)
-    magnitude = np.abs(x.astype(np.float32)) @ abs_weight.T
+    abs_weight = np.abs(reference.dequantize_q4gsw_weight(packed, scales_t, g, k))
+    magnitude = np.abs(x.astype(np.float64)) @ abs_weight.T
     if bias is not None:
-        magnitude += np.abs(bias.astype(np.float32))
+        magnitude += np.abs(bias.astype(np.float64))
     return Prepared(inputs={"x": x, "packed_weight": packed, "scales": scales_t, "bias": bias},
                     expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(dtype))
 

@@ -46,6 +46,8 @@ def _enabled(config) -> bool:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "vkdiff_kernel: an ET-VK kernel case on a Vulkan device")
     config.addinivalue_line("markers", "vkdiff_model: a model case lowered and checked on the host")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(), "vkdiff-xdist")
     if not _enabled(config):
         return
     session = VkdiffSession.from_config(config)
@@ -54,24 +56,28 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("markers", f"device_{slug.replace('-', '_')}: runs on Vulkan adapter {slug}")
 
 
-def pytest_configure_node(node) -> None:
-    """xdist controller → worker: every worker writes into the controller's results folder."""
-    session = node.config.stash.get(SESSION_KEY, None)
-    if session is not None:
-        node.workerinput["vkdiff_results_dir"] = str(session.results_dir)
+class XdistHooks:
+    """Hooks that exist only while pytest-xdist is loaded (``-p no:xdist`` must still work)."""
+
+    @staticmethod
+    def pytest_configure_node(node) -> None:
+        """xdist controller → worker: every worker writes into the controller's results folder."""
+        session = node.config.stash.get(SESSION_KEY, None)
+        if session is not None:
+            node.workerinput["vkdiff_results_dir"] = str(session.results_dir)
+
+    @staticmethod
+    def pytest_handlecrashitem(crashitem, report, sched) -> None:
+        """A worker died inside ``crashitem``: record it as ERROR with the crash text (nothing else is lost)."""
+        session = report.node.config.stash.get(SESSION_KEY, None) if hasattr(report, "node") else None
+        if session is not None:
+            session.record_crash(crashitem, str(report.longrepr))
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
     vk = config.stash.get(SESSION_KEY, None)
     if vk is not None:
         items.extend(vk.make_items(session))
-
-
-def pytest_handlecrashitem(crashitem, report, sched) -> None:
-    """A worker died inside ``crashitem``: record it as ERROR with the crash text (nothing else is lost)."""
-    session = report.node.config.stash.get(SESSION_KEY, None) if hasattr(report, "node") else None
-    if session is not None:
-        session.record_crash(crashitem, str(report.longrepr))
 
 
 @pytest.hookimpl(trylast=True)

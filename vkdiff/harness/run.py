@@ -55,8 +55,11 @@ def run_cases(cases: Sequence[KernelCase], devices: Sequence[tuple[DeviceInfo, A
         return results
     builder = ShaderBuilder(et_src)
     contexts = [DeviceContext(info, adapter, builder) for info, adapter in devices]
+    last: tuple[str, Prepared | None] = ("", None)
     for case in cases:
-        prepared = _prepare(case, seed)
+        if last[0] != case.data_id:
+            last = (case.data_id, _prepare(case, seed))
+        prepared = last[1]
         for ctx in contexts:
             emit(run_case(ctx, case, session_seed=seed, repeat=repeat, prepared=prepared,
                           repro=repro_command(case, ctx.info.slug, et_src)))
@@ -64,7 +67,7 @@ def run_cases(cases: Sequence[KernelCase], devices: Sequence[tuple[DeviceInfo, A
 
 
 def _prepare(case: KernelCase, seed: int) -> Prepared | None:
-    """Inputs and reference once for all devices; None lets each device record the failure itself."""
+    """Inputs and reference once for all devices and storage variants; None lets each device record the failure."""
     try:
         return prepare_case(case, seed)
     except Exception:

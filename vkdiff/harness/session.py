@@ -188,14 +188,14 @@ class VkdiffSession:
         return self._contexts[slug]
 
     def _prepared(self, case: KernelCase):
-        """Inputs and reference of the last case, shared by its items on other devices in this process."""
+        """Inputs and reference of the last data id, shared by its storage variants and devices in this process."""
         from vkdiff.harness.kernels import prepare_case
 
-        if self._last_prepared[0] != case.id:
+        if self._last_prepared[0] != case.data_id:
             try:
-                self._last_prepared = (case.id, prepare_case(case, self.seed))
+                self._last_prepared = (case.data_id, prepare_case(case, self.seed))
             except Exception:
-                self._last_prepared = (case.id, None)
+                self._last_prepared = (case.data_id, None)
         return self._last_prepared[1]
 
     def record(self, results: Sequence[Result]) -> None:

@@ -1,0 +1,40 @@
+"""Kernel case declarations: ids, the sweep, and seeding by data id."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from vkdiff.cases.kernels import all_cases
+from vkdiff.harness.kernels import prepare_case
+
+SWEEP = all_cases(r"^linear_q4gsw\[")
+
+
+def test_sweep_covers_the_foundation_grid_with_unique_ids():
+    ids = [c.id for c in SWEEP]
+    assert len(ids) == len(set(ids)) == 400
+    assert {c.size("M") for c in SWEEP} == {1, 4, 13, 64}
+    assert all(c.size("K") % c.size("g") == 0 for c in SWEEP)
+
+
+def test_storage_variants_share_data_id_and_seed():
+    case = SWEEP[0]
+    other = dataclasses.replace(case, storage="texture3d", weight_storage="buffer")
+    assert other.id != case.id
+    assert other.data_id == case.data_id and other.seed() == case.seed()
+    assert dataclasses.replace(case, dtype="fp16").seed() != case.seed()
+    assert dataclasses.replace(case, bias=True).seed() != case.seed()
+    assert case.seed(1) != case.seed(0)
+
+
+def test_storage_variants_get_identical_inputs_and_reference():
+    """One prepared case serves every storage variant, so prepare must not depend on storage."""
+    case = next(c for c in SWEEP if c.size("N") == 40 and c.storage == "buffer")
+    a, b = prepare_case(case), prepare_case(dataclasses.replace(case, storage="texture3d"))
+    for name, value in a.inputs.items():
+        if value is not None:
+            np.testing.assert_array_equal(value, b.inputs[name], err_msg=name)
+    np.testing.assert_array_equal(a.expected, b.expected)
+    assert np.unique(a.inputs["x"]).size > 1 and np.unique(a.expected).size > 1
