@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 import traceback
-from typing import Callable
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -105,6 +108,34 @@ def not_run(case: KernelCase, device: str, reason: str, repro: str = "") -> Resu
 def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
     """Seeded inputs and the reference output of a case; computed once and shared by every device."""
     return EXECUTORS[case.op].prepare(case, np.random.default_rng(case.seed(session_seed)))
+
+
+def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
+                    ahead: int = 2) -> Iterator[tuple[KernelCase, Prepared | None]]:
+    """Each case with its inputs and reference, prepared once per data id, ``ahead`` data ids in advance.
+
+    Preparation runs on one worker thread: numpy's BLAS and ufuncs and wgpu's native calls
+    release the GIL, so the next reference is computed while the device runs the current
+    case. A preparation that raised yields None; ``run_case`` then prepares again and
+    records the failure as the case's status.
+    """
+    groups = iter([list(group) for _, group in itertools.groupby(cases, key=lambda c: c.data_id)])
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vkdiff-prepare") as pool:
+        queue: deque[tuple[list[KernelCase], Future]] = deque()
+
+        def submit_next() -> None:
+            group = next(groups, None)
+            if group is not None:
+                queue.append((group, pool.submit(prepare_case, group[0], session_seed)))
+
+        for _ in range(ahead + 1):
+            submit_next()
+        while queue:
+            group, future = queue.popleft()
+            submit_next()
+            prepared = None if future.exception() is not None else future.result()
+            for case in group:
+                yield case, prepared
 
 
 def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, repeat: int = 1,

@@ -13,7 +13,7 @@ from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
 from vkdiff.harness.expectations import annotate
-from vkdiff.harness.kernels import Prepared, not_run, prepare_case, run_case
+from vkdiff.harness.kernels import not_run, prepared_stream, run_case
 from vkdiff.harness.store import Result, ResultStore
 
 NO_TREE = "no ExecuTorch tree: pass --et-src PATH or set VKDIFF_ET_SRC to run ET-VK kernels"
@@ -55,23 +55,11 @@ def run_cases(cases: Sequence[KernelCase], devices: Sequence[tuple[DeviceInfo, A
         return results
     builder = ShaderBuilder(et_src)
     contexts = [DeviceContext(info, adapter, builder) for info, adapter in devices]
-    last: tuple[str, Prepared | None] = ("", None)
-    for case in cases:
-        if last[0] != case.data_id:
-            last = (case.data_id, _prepare(case, seed))
-        prepared = last[1]
+    for case, prepared in prepared_stream(cases, seed):
         for ctx in contexts:
             emit(run_case(ctx, case, session_seed=seed, repeat=repeat, prepared=prepared,
                           repro=repro_command(case, ctx.info.slug, et_src)))
     return results
-
-
-def _prepare(case: KernelCase, seed: int) -> Prepared | None:
-    """Inputs and reference once for all devices and storage variants; None lets each device record the failure."""
-    try:
-        return prepare_case(case, seed)
-    except Exception:
-        return None
 
 
 def run_models(cases: Sequence[ModelCase], et_src: Path | None, store: ResultStore,
