@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -123,3 +124,37 @@ def test_glslc_missing_is_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert capsys.readouterr().err == ("vkdiff: error: glslc not found: install Debian package 'glslc' "
                                        "(apt-get install glslc)\n")
+
+
+@requires_vulkan
+@requires_glslc
+def test_spirv_opt_missing_is_one_line(tmp_path, monkeypatch, capsys):
+    """glslc present, spirv-opt absent: kernels could build but never be specialised, so stop before running."""
+    glsl = tmp_path / "et" / build.GLSL_SUBDIR
+    glsl.mkdir(parents=True)
+    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / "vk_broken.glsl")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "glslc").symlink_to(shutil.which("glslc"))
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-"])
+    assert code == 2
+    assert capsys.readouterr().err == ("vkdiff: error: spirv-opt not found: install Debian package 'spirv-tools' "
+                                       "(apt-get install spirv-tools)\n")
+
+
+def test_kernel_runs_and_the_plugin_never_import_torch(tmp_path):
+    """torch costs seconds per process (every xdist worker, every pytest run with vkdiff installed)."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from vkdiff.harness import cli, plugin\n"
+              f"cli.main(['run', '--suite', 'kernels', '--cases', 'M1-K64-N40-g32-', "
+              f"'--results', {str(tmp_path / 'r.jsonl')!r}])\n"
+              "print('torch' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != "VKDIFF_ET_SRC"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stderr
+    assert {r.status for r in load([tmp_path / "r.jsonl"])} == {"NOT_RUN"}

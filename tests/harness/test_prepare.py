@@ -1,4 +1,4 @@
-"""Preparing cases ahead of the device: once per data id, in order, failures left to run_case."""
+"""Preparing cases ahead of the device (once per data id, in order), and what a failing stage becomes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import threading
 import pytest
 
 from vkdiff.cases.kernels import all_cases
+from vkdiff.device.build import GlslcMissingError
+from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.harness import kernels
 
 CASES = all_cases(r"^linear_q4gsw\[M(1|4)-K64-N40-g32-")
@@ -46,3 +48,13 @@ def test_lookahead_does_not_change_what_is_yielded(monkeypatch, ahead):
     monkeypatch.setattr(kernels, "prepare_case", lambda case, session_seed=0: (case.data_id, session_seed))
     streamed = list(kernels.prepared_stream(CASES, session_seed=7, ahead=ahead))
     assert streamed == [(c, (c.data_id, 7)) for c in CASES]
+
+
+@pytest.mark.parametrize("exc, status", [
+    (SpirvOptMissingError("spirv-opt not found"), "NOT_RUN"),
+    (GlslcMissingError("glslc not found"), "BUILD_FAIL"),
+    (KeyError("surprise"), "ERROR"),
+])
+def test_exceptions_map_to_statuses(exc, status):
+    got, reason = kernels.status_of_exception(exc)
+    assert got.name == status and reason

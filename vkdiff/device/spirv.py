@@ -72,6 +72,23 @@ IMAGE_FORMATS = {1: "rgba32float", 2: "rgba16float", 21: "rgba32sint", 22: "rgba
 BindingKind = Literal["storage-buffer", "uniform-buffer", "storage-texture", "sampled-texture"]
 
 
+class SpirvOptMissingError(FileNotFoundError):
+    """spirv-opt is not installed, so no kernel can be specialised (→ ``NOT_RUN``)."""
+
+
+def spirv_opt() -> str:
+    """Path of spirv-opt.
+
+    Raises:
+        SpirvOptMissingError: it is not on PATH (names the Debian package).
+    """
+    path = shutil.which("spirv-opt")
+    if path is None:
+        raise SpirvOptMissingError("spirv-opt not found: install Debian package 'spirv-tools' "
+                                   "(apt-get install spirv-tools)")
+    return path
+
+
 class SpirvError(ValueError):
     """The SPIR-V module is malformed or uses a construct vkdiff cannot transform."""
 
@@ -300,9 +317,7 @@ def bake_spec_constants(spv: bytes, values: dict[int, int | float | bool],
     declared = set(reflect(spv).spec_ids)
     values = {**dict(zip((0, 1, 2), local_size)), **values}
     chosen = " ".join(f"{k}:{_spec_value(v)}" for k, v in sorted(values.items()) if k in declared)
-    opt = shutil.which("spirv-opt")
-    if opt is None:
-        raise FileNotFoundError("spirv-opt not found: install Debian package 'spirv-tools'")
+    opt = spirv_opt()
     with tempfile.TemporaryDirectory(prefix="vkdiff-spv-") as tmp:
         src, dst = Path(tmp, "in.spv"), Path(tmp, "out.spv")
         src.write_bytes(spv)

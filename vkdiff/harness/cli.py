@@ -83,18 +83,28 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _resolve_inputs(args: argparse.Namespace):
-    """Validate --et-src, glslc and --device up front; each problem is one line."""
+    """Validate --et-src, glslc, spirv-opt and --device up front; each problem is one line."""
     from vkdiff.device.adapters import UnknownDeviceError, select
     from vkdiff.device.build import EtSourceError, GlslcMissingError, ShaderBuilder, glslc_version, resolve_et_src
+    from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
 
     try:
         et_src = resolve_et_src(args.et_src)
         if et_src is not None and not ShaderBuilder(et_src).has_prebuilt():
             glslc_version()
         devices = select(args.device)
-    except (EtSourceError, GlslcMissingError, UnknownDeviceError) as exc:
+        if et_src is not None and devices:
+            spirv_opt()
+    except (EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
     return et_src, devices
+
+
+def _model_cases(pattern: str | None) -> list:
+    """Imported here: model cases need torch, which kernel-only runs never load."""
+    from vkdiff.cases.models import all_model_cases
+
+    return all_model_cases(pattern)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -102,15 +112,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from vkdiff.cases.kernels import all_cases
-    from vkdiff.cases.models import all_model_cases
     from vkdiff.harness.expectations import counts_as_failure
-    from vkdiff.harness.models import HOST
     from vkdiff.harness.run import run_cases, run_models, summarize
-    from vkdiff.harness.store import ResultStore
+    from vkdiff.harness.store import HOST, ResultStore
 
     console = Console(stderr=True)
     cases = all_cases(args.cases) if args.suite in ("all", "kernels") else []
-    models = all_model_cases(args.cases) if args.suite in ("all", "models") else []
+    models = _model_cases(args.cases) if args.suite in ("all", "models") else []
     if args.list:
         print("\n".join([c.id for c in cases] + [m.id for m in models]))
         return 0

@@ -17,6 +17,7 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import DeviceContext, Launch, VariantMissingError
+from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.device.launchers.linear_q4gsw import linear_q4gsw
 from vkdiff.harness.compare import ErrorStatistics, Tolerance
 from vkdiff.harness.status import Status
@@ -82,6 +83,7 @@ EXECUTORS: dict[str, KernelExecutor] = {
 
 _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (VariantMissingError, Status.NOT_RUN),
+    (SpirvOptMissingError, Status.NOT_RUN),
     (BuildError, Status.BUILD_FAIL),
     (ShaderLoadError, Status.NOT_SUPPORTED),
     (DeviceLimitError, Status.NOT_SUPPORTED),

@@ -17,11 +17,10 @@ from vkdiff.harness.compare import ErrorStatistics, Tolerance
 from vkdiff.harness.llm_export import LLM_RECIPES
 from vkdiff.harness.lower import RECIPES, LowerError, LoweredCase, lower, quiet_libraries
 from vkdiff.harness.status import Status
-from vkdiff.harness.store import Result, clip, versions
+from vkdiff.harness.store import HOST, Result, clip, versions
 
 RECIPES.update(LLM_RECIPES)
 
-HOST = "cpu"
 """Device slug of host-only checks (lowering, fusion invariants, reference numerics)."""
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from vkdiff.cases.kernels import KernelCase
-from vkdiff.cases.models import ModelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
 from vkdiff.harness.expectations import annotate
 from vkdiff.harness.kernels import not_run, prepared_stream, run_case
 from vkdiff.harness.store import Result, ResultStore
+
+if TYPE_CHECKING:
+    from vkdiff.cases.models import ModelCase
 
 NO_TREE = "no ExecuTorch tree: pass --et-src PATH or set VKDIFF_ET_SRC to run ET-VK kernels"
 NO_ADAPTER = "no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)"

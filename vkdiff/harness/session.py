@@ -7,15 +7,17 @@ import functools
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pytest
 
 from vkdiff.cases.kernels import KernelCase, all_cases
-from vkdiff.cases.models import ModelCase, all_model_cases
 from vkdiff.harness.expectations import annotate, counts_as_failure
 from vkdiff.harness.status import Status
-from vkdiff.harness.store import Result, ResultStore, load
+from vkdiff.harness.store import HOST, Result, ResultStore, load
+
+if TYPE_CHECKING:
+    from vkdiff.cases.models import ModelCase
 
 NO_DEVICE = "none"
 
@@ -145,7 +147,7 @@ class VkdiffSession:
                 items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{slug}", nodeid=f"{case.id}@{slug}",
                                                  case=case, device=slug) for slug in slugs]
         if self.suite in ("all", "models"):
-            from vkdiff.harness.models import HOST
+            from vkdiff.cases.models import all_model_cases
 
             items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{HOST}", nodeid=f"{case.id}@{HOST}",
                                              case=case, device=HOST) for case in all_model_cases(self.cases_pattern)]
@@ -153,7 +155,7 @@ class VkdiffSession:
 
     def run(self, item: VkdiffItem) -> Result | list[Result]:
         """Default ``pytest_vkdiff_run_item``: kernel case on its device, or model case on the host."""
-        if isinstance(item.case, ModelCase):
+        if not isinstance(item.case, KernelCase):
             from vkdiff.harness.models import check_case
 
             return check_case(item.case, self._variants())
@@ -207,6 +209,8 @@ class VkdiffSession:
         """The controller's record of an item whose worker crashed (the worker wrote nothing for it)."""
         name = nodeid.split("::")[-1]
         case_id, _, device = name.rpartition("@")
+        from vkdiff.cases.models import all_model_cases
+
         known = {c.id: c for c in all_cases()} | {c.id: c for c in all_model_cases()}
         variant = getattr(known.get(case_id), "variant", "unknown")
         crash = Result(case=case_id, op=case_id.split("[")[0], variant=variant, device=device, flags=["crash"],

@@ -20,6 +20,9 @@ from vkdiff.harness.status import Status
 
 SCHEMA = 1
 
+HOST = "cpu"
+"""Device slug of results computed on the host (model cases: lowering, fusion checks, CPU runtime)."""
+
 
 @dataclasses.dataclass(kw_only=True)
 class Result:
