@@ -38,3 +38,9 @@ def test_storage_variants_get_identical_inputs_and_reference():
             np.testing.assert_array_equal(value, b.inputs[name], err_msg=name)
     np.testing.assert_array_equal(a.expected, b.expected)
     assert np.unique(a.inputs["x"]).size > 1 and np.unique(a.expected).size > 1
+
+
+def test_packed_weights_cover_every_code_in_both_nibbles():
+    case = next(c for c in SWEEP if c.size("K") == 256 and c.size("N") == 40)
+    packed = prepare_case(case).inputs["packed_weight"]
+    assert set(np.unique(packed & 0xF)) == set(range(16)) == set(np.unique(packed >> 4))

@@ -49,24 +49,23 @@ class KernelExecutor:
 
 
 def prepare_linear_q4gsw(case: KernelCase, rng: np.random.Generator) -> Prepared:
-    """Random int4 codes over the full [-8, 7] range and positive group scales, packed the ET-VK way.
+    """Uniformly random packed int4 weights (all 16 codes in both nibbles) and positive group scales.
 
     Scales are rounded to the kernel dtype before the reference sees them, so the
-    reference evaluates exactly the constants the shader reads.
+    reference evaluates exactly the constants the shader reads. The weight is
+    dequantized once: for the expected output and for the accumulation magnitude.
     """
     m, k, n, g = (case.size(d) for d in "MKNg")
     dtype = NP_DTYPES[case.dtype]
     x = rng.standard_normal((m, k)).astype(dtype)
-    codes = rng.integers(-8, 8, (n, k), dtype=np.int8)
+    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
     scales = (rng.uniform(0.5, 1.5, (n, k // g)) / (8 * np.sqrt(k))).astype(np.float32)
-    packed = reference.pack_int4_linear(codes)
     scales_t = reference.transpose_scales(scales, pad_to=4).astype(dtype)
     bias = rng.standard_normal(n).astype(dtype) if case.bias else None
-    expected = reference.linear_q4gsw(x, packed, scales_t, g, bias)
-    abs_weight = np.abs(reference.dequantize_q4gsw_weight(packed, scales_t, g, k))
-    magnitude = np.abs(x.astype(np.float64)) @ abs_weight.T
-    if bias is not None:
-        magnitude += np.abs(bias.astype(np.float64))
+    weight = reference.dequantize_q4gsw_weight(packed, scales_t, g, k)
+    expected = reference.linear_float64(x, weight, bias)
+    magnitude = reference.linear_float64(np.abs(x), np.abs(weight, out=weight),
+                                         None if bias is None else np.abs(bias))
     return Prepared(inputs={"x": x, "packed_weight": packed, "scales": scales_t, "bias": bias},
                     expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(dtype))
 

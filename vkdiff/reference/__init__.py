@@ -6,6 +6,7 @@ from vkdiff.reference.linear import (
     dequantize_q4gsw_weight,
     linear_dq8ca_q4gsw,
     linear_dq8ca_q4gsw_dynamic,
+    linear_float64,
     linear_q4gsw,
     quantize_int4_group_symmetric,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "int_range",
     "linear_dq8ca_q4gsw",
     "linear_dq8ca_q4gsw_dynamic",
+    "linear_float64",
     "linear_q4gsw",
     "linear_q8ta_q8csw",
     "pack_int4_embedding",

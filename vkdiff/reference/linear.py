@@ -22,6 +22,7 @@ from vkdiff.reference.quant import (
 
 __all__ = [
     "dequantize_q4gsw_weight",
+    "linear_float64",
     "linear_q4gsw",
     "linear_dq8ca_q4gsw",
     "linear_dq8ca_q4gsw_dynamic",
@@ -94,8 +95,14 @@ def linear_q4gsw(
         float64 array ``[..., N]``.
     """
     x = np.asarray(x)
+    w = dequantize_q4gsw_weight(packed_weight, scales, group_size, x.shape[-1])
+    return linear_float64(x, w, bias)
+
+
+def linear_float64(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """``x @ w.T + bias`` in float64, for ``x [..., K]``, ``w [N, K]`` and ``bias [>=N]`` (extra entries ignored)."""
+    x = np.asarray(x)
     k = x.shape[-1]
-    w = dequantize_q4gsw_weight(packed_weight, scales, group_size, k)
     # Flatten leading dims so the result does not depend on the batch layout.
     out = (x.reshape(-1, k).astype(np.float64) @ w.T).reshape(*x.shape[:-1], w.shape[0])
     if bias is not None:
