@@ -33,16 +33,19 @@ class Tensor:
     """Shape of the raw buffer contents (for buffers that hold packed data)."""
 
 
-def _buffer(device: Any, data: bytes, usage: int, label: str) -> Any:
+def _buffer(device: Any, data: bytes | np.ndarray, usage: int, label: str) -> Any:
+    """A buffer of ``data`` zero-padded to a multiple of 16 bytes (arrays are passed without a bytes copy)."""
     import wgpu
 
-    size = max(16, -(-len(data) // 16) * 16)
+    raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    size = max(16, -(-raw.size // 16) * 16)
     max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
     if size > max_size:
         raise DeviceLimitError(f"{label}: {size} bytes exceeds max-storage-buffer-binding-size {max_size}")
-    padded = data + b"\0" * (size - len(data))
+    if size != raw.size:
+        raw = np.concatenate([raw, np.zeros(size - raw.size, np.uint8)])
     return gpu_call(DispatchError, f"create buffer {label}", device.create_buffer_with_data,
-                    data=padded, usage=usage | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+                    data=raw, usage=usage | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
 
 
 def buffer_tensor(device: Any, array: np.ndarray, label: str = "tensor") -> Tensor:
@@ -50,7 +53,7 @@ def buffer_tensor(device: Any, array: np.ndarray, label: str = "tensor") -> Tens
     import wgpu
 
     array = np.ascontiguousarray(array)
-    handle = _buffer(device, array.tobytes(), wgpu.BufferUsage.STORAGE, label)
+    handle = _buffer(device, array, wgpu.BufferUsage.STORAGE, label)
     return Tensor(shape=array.shape, dtype=array.dtype, storage="buffer", handle=handle,
                   buffer_shape=array.shape)
 
@@ -100,12 +103,12 @@ def poisoned(device: Any, shape: tuple[int, ...], dtype, storage: Storage, label
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:
     """Overwrite a tensor's contents (textures: packed texels; buffers: raw bytes)."""
     if tensor.storage == "buffer":
-        device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(array).tobytes())
+        device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))
         return
     texels = np.ascontiguousarray(layouts.to_texels(array.astype(tensor.dtype)))
     depth, height, width4, _ = texels.shape
     row = width4 * 4 * tensor.dtype.itemsize
-    device.queue.write_texture({"texture": tensor.handle}, texels.tobytes(),
+    device.queue.write_texture({"texture": tensor.handle}, texels.reshape(-1).view(np.uint8),
                                {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
 
 

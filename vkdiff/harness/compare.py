@@ -202,7 +202,7 @@ def _histogram(ratio: np.ndarray) -> dict[str, list]:
     flat = ratio.reshape(-1)
     exact = int(np.sum(flat == 0))
     logs = np.log10(np.clip(flat[flat > 0], 1e-8, 1e4))
-    counts, _ = np.histogram(logs, bins=HIST_EDGES)
+    counts, _ = np.histogram(logs, bins=len(HIST_EDGES) - 1, range=(HIST_EDGES[0], HIST_EDGES[-1]))
     return {"edges": HIST_EDGES, "counts": [int(c) for c in counts], "exact": exact}
 
 
