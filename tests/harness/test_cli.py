@@ -16,6 +16,14 @@ from vkdiff.harness.store import load
 
 FAKE_TREE = Path(__file__).parents[1] / "device" / "fake_tree"
 
+def _tree(tmp_path: Path, shader: str = "vk_broken.glsl") -> Path:
+    """An ExecuTorch-shaped tree holding the fake tree's broken shader under the name ``shader``."""
+    glsl = tmp_path / "et" / build.GLSL_SUBDIR
+    glsl.mkdir(parents=True)
+    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / shader)
+    return tmp_path / "et"
+
+
 RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src PATH]
                   [--repeat N] [--seed INT] [--results FILE.jsonl] [--list]
                   [--suite {all,kernels,models}] [-r DIR]
@@ -92,15 +100,13 @@ def test_run_without_tree_is_not_run_and_exit_0(tmp_path, monkeypatch, capsys):
 @requires_glslc
 def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, capsys):
     """A tree whose weight-packing shader does not compile: every case BUILD_FAIL, none aborts the run."""
-    glsl = tmp_path / "et" / build.GLSL_SUBDIR
-    glsl.mkdir(parents=True)
-    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / "pack_q4_linear_weight.glsl")
-    (glsl / "pack_q4_linear_weight.yaml").write_text(
+    tree = _tree(tmp_path, "pack_q4_linear_weight.glsl")
+    (tree / build.GLSL_SUBDIR / "pack_q4_linear_weight.yaml").write_text(
         "pack_q4_linear_weight:\n  parameter_names_with_default_values:\n    STORAGE: buffer\n"
         "  shader_variants:\n    - NAME: pack_q4_linear_weight_buffer\n    - NAME: pack_q4_linear_weight_texture2d\n")
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     results = tmp_path / "r.jsonl"
-    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-",
+    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", "M1-K64-N40-g32-fp32-",
                      "--results", str(results)])
     assert code == 1
     loaded = list(load([results]))
@@ -111,14 +117,12 @@ def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, caps
 
 
 def test_glslc_missing_is_one_line(tmp_path, monkeypatch, capsys):
-    glsl = tmp_path / "et" / build.GLSL_SUBDIR
-    glsl.mkdir(parents=True)
-    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / "vk_broken.glsl")
+    tree = _tree(tmp_path)
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path))
     build.glslc_version.cache_clear()
     try:
-        code = cli.main(["run", "--suite", "kernels", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-"])
+        code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", "M1-K64-N40-g32-fp32-"])
     finally:
         build.glslc_version.cache_clear()
     assert code == 2
@@ -130,15 +134,13 @@ def test_glslc_missing_is_one_line(tmp_path, monkeypatch, capsys):
 @requires_glslc
 def test_spirv_opt_missing_is_one_line(tmp_path, monkeypatch, capsys):
     """glslc present, spirv-opt absent: kernels could build but never be specialised, so stop before running."""
-    glsl = tmp_path / "et" / build.GLSL_SUBDIR
-    glsl.mkdir(parents=True)
-    shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / "vk_broken.glsl")
+    tree = _tree(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "glslc").symlink_to(shutil.which("glslc"))
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(bin_dir))
-    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tmp_path / "et"), "--cases", "M1-K64-N40-g32-fp32-"])
+    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", "M1-K64-N40-g32-fp32-"])
     assert code == 2
     assert capsys.readouterr().err == ("vkdiff: error: spirv-opt not found: install Debian package 'spirv-tools' "
                                        "(apt-get install spirv-tools)\n")

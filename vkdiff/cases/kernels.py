@@ -37,26 +37,33 @@ class KernelCase:
     bias: bool = False
     """Whether a bias is added."""
 
-    @property
-    def variant(self) -> str:
-        """The knob part of the id (everything after the shapes)."""
-        parts = [self.dtype, self.storage]
-        if self.weight_storage != "auto":
-            parts.append(f"w{self.weight_storage}")
+    def _knobs(self, *, storage: bool) -> str:
+        parts = [self.dtype]
+        if storage:
+            parts.append(self.storage)
+            if self.weight_storage != "auto":
+                parts.append(f"w{self.weight_storage}")
         if self.bias:
             parts.append("bias")
         return "-".join(parts)
 
+    def _with_shape(self, knobs: str) -> str:
+        dims = "-".join(f"{k}{v}" for k, v in self.shape)
+        return f"{self.op}[{dims}-{knobs}]"
+
+    @property
+    def variant(self) -> str:
+        """The knob part of the id (everything after the shapes)."""
+        return self._knobs(storage=True)
+
     @property
     def id(self) -> str:
-        dims = "-".join(f"{k}{v}" for k, v in self.shape)
-        return f"{self.op}[{dims}-{self.variant}]"
+        return self._with_shape(self.variant)
 
     @property
     def data_id(self) -> str:
         """The id without the storage knobs: cases that differ only in storage get identical inputs."""
-        dims = "-".join(f"{k}{v}" for k, v in self.shape)
-        return f"{self.op}[{dims}-{self.dtype}{'-bias' if self.bias else ''}]"
+        return self._with_shape(self._knobs(storage=False))
 
     def size(self, name: str) -> int:
         return dict(self.shape)[name]

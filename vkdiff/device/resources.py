@@ -33,11 +33,16 @@ class Tensor:
     """Shape of the raw buffer contents (for buffers that hold packed data)."""
 
 
+def _byte_view(data: bytes | np.ndarray) -> np.ndarray:
+    """``data`` as flat uint8 without a copy when already contiguous (uploads of MBs are on the hot path)."""
+    return np.frombuffer(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data, np.uint8)
+
+
 def _buffer(device: Any, data: bytes | np.ndarray, usage: int, label: str) -> Any:
-    """A buffer of ``data`` zero-padded to a multiple of 16 bytes (arrays are passed without a bytes copy)."""
+    """A buffer of ``data`` zero-padded to a multiple of 16 bytes."""
     import wgpu
 
-    raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    raw = _byte_view(data)
     size = max(16, -(-raw.size // 16) * 16)
     max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
     if size > max_size:
@@ -103,12 +108,12 @@ def poisoned(device: Any, shape: tuple[int, ...], dtype, storage: Storage, label
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:
     """Overwrite a tensor's contents (textures: packed texels; buffers: raw bytes)."""
     if tensor.storage == "buffer":
-        device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        device.queue.write_buffer(tensor.handle, 0, _byte_view(array))
         return
     texels = np.ascontiguousarray(layouts.to_texels(array.astype(tensor.dtype)))
     depth, height, width4, _ = texels.shape
     row = width4 * 4 * tensor.dtype.itemsize
-    device.queue.write_texture({"texture": tensor.handle}, texels.reshape(-1).view(np.uint8),
+    device.queue.write_texture({"texture": tensor.handle}, _byte_view(texels),
                                {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
 
 

@@ -17,8 +17,8 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import DeviceContext, Launch, VariantMissingError
-from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.device.launchers.linear_q4gsw import linear_q4gsw
+from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.harness.compare import ErrorStatistics, Tolerance
 from vkdiff.harness.status import Status
 from vkdiff.harness.store import Result, clip, versions
@@ -111,14 +111,21 @@ def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
     return EXECUTORS[case.op].prepare(case, np.random.default_rng(case.seed(session_seed)))
 
 
+def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
+    """``prepare_case``, or None when it raises: ``run_case`` then prepares again and records the failure."""
+    try:
+        return prepare_case(case, session_seed)
+    except Exception:  # the case's own run turns this into its status
+        return None
+
+
 def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
                     ahead: int = 2) -> Iterator[tuple[KernelCase, Prepared | None]]:
     """Each case with its inputs and reference, prepared once per data id, ``ahead`` data ids in advance.
 
     Preparation runs on one worker thread: numpy's BLAS and ufuncs and wgpu's native calls
     release the GIL, so the next reference is computed while the device runs the current
-    case. A preparation that raised yields None; ``run_case`` then prepares again and
-    records the failure as the case's status.
+    case. A preparation that raised yields None (see ``prepare_or_none``).
     """
     groups = iter([list(group) for _, group in itertools.groupby(cases, key=lambda c: c.data_id)])
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vkdiff-prepare") as pool:
@@ -127,14 +134,14 @@ def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
         def submit_next() -> None:
             group = next(groups, None)
             if group is not None:
-                queue.append((group, pool.submit(prepare_case, group[0], session_seed)))
+                queue.append((group, pool.submit(prepare_or_none, group[0], session_seed)))
 
         for _ in range(ahead + 1):
             submit_next()
         while queue:
             group, future = queue.popleft()
             submit_next()
-            prepared = None if future.exception() is not None else future.result()
+            prepared = future.result()
             for case in group:
                 yield case, prepared
 

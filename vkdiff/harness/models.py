@@ -21,8 +21,6 @@ from vkdiff.harness.store import HOST, Result, clip, versions
 
 RECIPES.update(LLM_RECIPES)
 
-"""Device slug of host-only checks (lowering, fusion invariants, reference numerics)."""
-
 
 def eager(case: ModelCase) -> tuple[Any, tuple, list[list[str]]]:
     """The quantized eager model (the function the delegate must compute), inputs, and tied parameter groups."""

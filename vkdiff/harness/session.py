@@ -191,13 +191,10 @@ class VkdiffSession:
 
     def _prepared(self, case: KernelCase):
         """Inputs and reference of the last data id, shared by its storage variants and devices in this process."""
-        from vkdiff.harness.kernels import prepare_case
+        from vkdiff.harness.kernels import prepare_or_none
 
         if self._last_prepared[0] != case.data_id:
-            try:
-                self._last_prepared = (case.data_id, prepare_case(case, self.seed))
-            except Exception:
-                self._last_prepared = (case.data_id, None)
+            self._last_prepared = (case.data_id, prepare_or_none(case, self.seed))
         return self._last_prepared[1]
 
     def record(self, results: Sequence[Result]) -> None:
@@ -207,10 +204,10 @@ class VkdiffSession:
 
     def record_crash(self, nodeid: str, text: str) -> None:
         """The controller's record of an item whose worker crashed (the worker wrote nothing for it)."""
-        name = nodeid.split("::")[-1]
-        case_id, _, device = name.rpartition("@")
         from vkdiff.cases.models import all_model_cases
 
+        name = nodeid.split("::")[-1]
+        case_id, _, device = name.rpartition("@")
         known = {c.id: c for c in all_cases()} | {c.id: c for c in all_model_cases()}
         variant = getattr(known.get(case_id), "variant", "unknown")
         crash = Result(case=case_id, op=case_id.split("[")[0], variant=variant, device=device, flags=["crash"],
