@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.testutils import first_adapter, seeded_rng
+from tests.testutils import NO_PINNED_TREE, first_adapter, pinned_tarball, seeded_rng
+
+
+def pytest_configure(config):
+    """The project's own default cases run on the pinned ExecuTorch main tree when no tree is given."""
+    main = pinned_tarball("main")
+    if hasattr(config.option, "et_src") and config.option.et_src is None and main is not None \
+            and not os.environ.get("VKDIFF_ET_SRC"):
+        config.option.et_src = str(main)
 
 
 @pytest.fixture
@@ -32,14 +42,34 @@ def pipelines(gpu):
     return PipelineCache(gpu)
 
 
+def _pinned_tree(name: str):
+    from vkdiff.device.trees import resolve_et_src
+
+    tarball = pinned_tarball(name)
+    if tarball is None:
+        pytest.skip(NO_PINNED_TREE)
+    return resolve_et_src(tarball)
+
+
 @pytest.fixture(scope="session")
-def et_ctx():
-    """A DeviceContext on the first adapter with the ExecuTorch tree of $VKDIFF_ET_SRC."""
-    from vkdiff.device.build import ShaderBuilder, resolve_et_src
+def et_tree():
+    """The pinned ExecuTorch main tree, extracted once into the cache."""
+    return _pinned_tree("main")
+
+
+@pytest.fixture(scope="session")
+def et_tree_v131():
+    """The pinned v1.3.1 tree (``linear_q4gsw`` through ``QuantizedLinear.cpp``, int8-only dq8ca zero points)."""
+    return _pinned_tree("v1.3.1")
+
+
+@pytest.fixture(scope="session")
+def et_ctx(et_tree):
+    """A DeviceContext on the first adapter with the pinned main tree's shaders."""
+    from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
 
-    et_src = resolve_et_src(None)
     found = first_adapter()
-    if et_src is None or found is None:
-        pytest.skip("NOT_RUN: needs $VKDIFF_ET_SRC (an ExecuTorch checkout) and a Vulkan adapter")
-    return DeviceContext(*found, ShaderBuilder(et_src))
+    if found is None:
+        pytest.skip("NOT_RUN: no Vulkan adapter (install mesa-vulkan-drivers; select with $VKDIFF_DEVICE)")
+    return DeviceContext(*found, ShaderBuilder(et_tree))

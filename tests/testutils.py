@@ -13,7 +13,9 @@ import pytest
 
 SHADERS = Path(__file__).parent / "device" / "shaders"
 ADAPTER_ENV = "VKDIFF_DEVICE"
-ET_SRC_ENV = "VKDIFF_ET_SRC"
+SHARED_ET_ENV = "VKDIFF_SHARED_ET"
+SHARED_ET = Path(os.environ.get(SHARED_ET_ENV) or Path(__file__).resolve().parents[2] / "shared" / "et")
+"""The pinned ExecuTorch ``backends/vulkan`` tarballs (``../shared/et`` beside the checkout; see its README)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,9 +47,17 @@ requires_test_spirv = pytest.mark.skipif(
     shutil.which("glslc") is None and not os.environ.get(PREBUILT_ENV),
     reason=f"NOT_RUN: glslc missing (apt-get install glslc) and no ${PREBUILT_ENV} with prebuilt test shaders")
 
-requires_et_src = pytest.mark.skipif(
-    not os.environ.get(ET_SRC_ENV),
-    reason=f"NOT_RUN: no ExecuTorch tree; set ${ET_SRC_ENV} to an ExecuTorch checkout to run real ET-VK kernels")
+NO_PINNED_TREE = (f"NOT_RUN: no pinned ExecuTorch trees at {SHARED_ET} (../shared/et beside the checkout, or "
+                  f"${SHARED_ET_ENV}); the tests that run real ET-VK kernels need them")
+
+
+def pinned_tarball(name: str) -> Path | None:
+    """The pinned tarball ``executorch-<name>*.tar.*`` (``main``, ``v1.4.1``, ``v1.3.1``), or None."""
+    found = sorted(SHARED_ET.glob(f"executorch-{name}*.tar.*")) if SHARED_ET.is_dir() else []
+    return found[0] if found else None
+
+
+requires_pinned_tree = pytest.mark.skipif(pinned_tarball("main") is None, reason=NO_PINNED_TREE)
 
 
 @functools.lru_cache(maxsize=None)

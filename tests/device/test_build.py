@@ -28,21 +28,6 @@ def tree(tmp_path, monkeypatch):
     return tmp_path / "et"
 
 
-def test_resolve_et_src_errors_name_path_and_missing_part(tmp_path):
-    with pytest.raises(build.EtSourceError, match=f"--et-src {tmp_path} is not an ExecuTorch tree: missing "
-                                                  r"backends/vulkan/runtime/graph/ops/glsl/"):
-        build.resolve_et_src(tmp_path)
-    with pytest.raises(build.EtSourceError, match="no such directory"):
-        build.resolve_et_src(tmp_path / "absent")
-
-
-def test_resolve_et_src_from_env(tree, monkeypatch):
-    monkeypatch.setenv(build.ET_SRC_ENV, str(tree))
-    assert build.resolve_et_src(None) == tree.resolve()
-    monkeypatch.delenv(build.ET_SRC_ENV)
-    assert build.resolve_et_src(None) is None
-
-
 def test_variants_come_from_the_yaml(tree):
     names = build.ShaderBuilder(tree).variants()
     assert {"vk_axpy_buffer_float", "vk_axpy_buffer_half", "vk_dot", "vk_broken"} <= names

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vkdiff.cases.models import LINEAR_DQ8CA_Q4GSW, LINEAR_Q4GSW, Linear, ModelCase, TiedLMHead, _activations, _tokens
+from vkdiff.cases.model_case import LINEAR_DQ8CA_Q4GSW, LINEAR_Q4GSW, ModelCase
+from vkdiff.cases.models import Linear, TiedLMHead, random_activations, random_tokens
 
 
 def _lowered(case: ModelCase):
@@ -16,19 +17,19 @@ def _lowered(case: ModelCase):
 
 @pytest.fixture(scope="session")
 def linear_4w():
-    case = ModelCase(name="test_linear", build=Linear, inputs=_activations((1, 3, 128)), recipe="4w",
+    case = ModelCase(name="test_linear", build=Linear, inputs=random_activations((1, 3, 128)), recipe="4w",
                      expect_ops=(LINEAR_Q4GSW,))
     return case, _lowered(case)
 
 
 @pytest.fixture(scope="session")
 def linear_8da4w_fp32zp():
-    case = ModelCase(name="test_linear", build=Linear, inputs=_activations((1, 3, 128)), recipe="8da4w-fp32zp",
+    case = ModelCase(name="test_linear", build=Linear, inputs=random_activations((1, 3, 128)), recipe="8da4w-fp32zp",
                      expect_ops=(LINEAR_DQ8CA_Q4GSW,))
     return case, _lowered(case)
 
 
 @pytest.fixture(scope="session")
 def tied():
-    case = ModelCase(name="test_tied", build=TiedLMHead, inputs=_tokens(256, 4), recipe="emb4w+4w")
+    case = ModelCase(name="test_tied", build=TiedLMHead, inputs=random_tokens(256, 4), recipe="emb4w+4w")
     return case, _lowered(case)

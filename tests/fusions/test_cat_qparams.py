@@ -10,7 +10,7 @@ import pytest
 
 from vkdiff.fusions import cat_qparams
 from vkdiff.fusions.registry import RULES, FusionContext
-from vkdiff.harness.status import Status
+from vkdiff.harness.datamodel import Status
 
 PATCH = {"scale": 0.0154, "zero_point": 23, "quant_min": -128, "quant_max": 127, "dtype": "int8"}
 """Conv output (patch tokens): the annotated activation qparams."""
@@ -136,16 +136,19 @@ class TestRuntimeAndPrerequisites:
         assert finding.status is Status.NOT_RUN
         assert re.search("no qparam flow", finding.message)
 
-    def test_context_without_the_fields_is_not_run(self):
+    def test_a_context_built_for_another_recipe_is_not_run(self):
+        """A non-PT2E case builds its context without the PT2E fields: the rule says NOT_RUN, never PASS."""
         ctx = FusionContext(case_id="x", expect_ops=(), delegates=[], partitions=0, delegated_ops={},
                             undelegated_ops={}, dequantize_dtypes=[])
-        for name in ("qparam_flow", "runtime_error"):
-            if hasattr(ctx, name):
-                setattr(ctx, name, None)
-        assert [f.status for f in RULES["cat_qparams"](ctx)] == [Status.NOT_RUN]
+        assert (ctx.qparam_flow, ctx.runtime_error) == (None, None)
+        (finding,) = RULES["cat_qparams"](ctx)
+        assert finding.status is Status.NOT_RUN and "no qparam flow" in finding.message
 
-    @pytest.mark.parametrize("broken", (False, True))
-    def test_evidence_is_json(self, broken):
+    @pytest.mark.parametrize("broken, statuses", [(False, {Status.PASS}), (True, {Status.PASS, Status.FAIL_CHECK})])
+    def test_evidence_is_json(self, broken, statuses):
+        """Every finding's evidence (qparams, sources, counts) survives JSON, as the results store writes it."""
         flow = token_path_flow(transpose_out=CLS, cls_in=CLS, cat_out=CLS) if broken else token_path_flow()
-        for finding in check(flow):
-            json.dumps(finding.evidence)
+        findings = check(flow)
+        assert {f.status for f in findings} == statuses
+        for finding in findings:
+            assert finding.evidence and json.loads(json.dumps(finding.evidence)) == finding.evidence

@@ -6,10 +6,10 @@ import copy
 
 import numpy as np
 
-from vkdiff import fusions
-from vkdiff.fusions.registry import FusionContext
-from vkdiff.harness.compare import ErrorStatistics, Tolerance
-from vkdiff.harness.status import Status
+from vkdiff import fusions, reference
+from vkdiff.fusions import FusionContext
+from vkdiff.harness.compare import ErrorStatistics
+from vkdiff.harness.datamodel import Delegate, Status, Tolerance, VkOp, VkTensorInfo
 
 
 def context(case, lowered, **overrides) -> FusionContext:
@@ -22,6 +22,33 @@ def context(case, lowered, **overrides) -> FusionContext:
 
 def statuses(findings) -> set[Status]:
     return {f.status for f in findings}
+
+
+def tensor(vid: int, dtype: str, dims: list[int], constant: bool = False) -> VkTensorInfo:
+    return VkTensorInfo(id=vid, dtype=dtype, dims=dims, constant_id=vid if constant else -1, storage="DEFAULT_STORAGE",
+                        layout="DEFAULT_LAYOUT")
+
+
+def shared_weight_delegate(rng) -> Delegate:
+    """An embedding and an lm_head reading one packed 4-bit constant: what tied-weight dedup should produce.
+
+    Built by hand from the data model's records (executorch 1.5.1 itself serializes two constants).
+    """
+    vocab, dim, group = 64, 32, 16
+    codes = rng.integers(-8, 8, (vocab, dim))
+    packed = reference.pack_int4_linear(codes)
+    values = [{"kind": "VkTensor"}, {"kind": "VkTensor"}, {"kind": "VkTensor"}, {"kind": "Int", "int_val": group},
+              {"kind": "VkTensor"}, {"kind": "Bool", "bool_val": True}, {"kind": "VkTensor"}, {"kind": "Null"},
+              {"kind": "VkTensor"}]
+    tensors = {0: tensor(0, "uint8", [vocab, dim // 2], True), 1: tensor(1, "float32", [vocab, dim // group], True),
+               2: tensor(2, "float32", [dim // group, vocab], True), 4: tensor(4, "int32", [1, 3]),
+               6: tensor(6, "float32", [1, 3, dim]), 8: tensor(8, "float32", [1, 3, vocab])}
+    scales = rng.uniform(0.5, 1.5, (vocab, dim // group)).astype(np.float32)
+    ops = [VkOp(index=0, name="et_vk.embedding_q4gsw.default", args=[0, 1, 3, 4, 5, 6]),
+           VkOp(index=1, name="et_vk.linear_q4gsw.default", args=[6, 0, 2, 3, 7, 8])]
+    return Delegate(ops=ops, values=values, tensors=tensors, constant_keys={0: "k0", 1: "k1", 2: "k2"},
+                    constants={0: packed, 1: scales, 2: np.ascontiguousarray(scales.T)}, input_ids=[4],
+                    output_ids=[8], blob_size=0)
 
 
 class TestExpectedFusions:
@@ -53,7 +80,7 @@ class TestTransposedScales:
         ctx = context(*linear_4w)
         delegate = ctx.delegates[0]
         (op,) = delegate.ops_named("et_vk.linear_q4gsw")
-        delegate.tensors[op.args[2]].dims = [96, 4]
+        delegate.tensors[delegate.bind(op).args["weight_scales"]].dims = [96, 4]
         (finding,) = fusions.RULES["transposed_scales"](ctx)
         assert finding.status is Status.FAIL_CHECK
         assert "as [96, 4], its shader expects [4, 96]" in finding.message
@@ -64,24 +91,23 @@ class TestTransposedScales:
         delegate = ctx.delegates[0]
         (emb,) = delegate.ops_named("et_vk.embedding_q4gsw")
         head = delegate.ops_named("et_vk.linear_q4gsw")[-1]
-        head.args[2] = emb.args[1]
+        position = delegate.bind(head).schema.names.index("weight_scales")
+        head.args[position] = delegate.bind(emb).args["weight_scales"]
         findings = fusions.RULES["transposed_scales"](ctx)
         assert Status.FAIL_CHECK in statuses(findings)
         assert any("feeds 2 consumers" in f.message for f in findings)
 
 
 class TestTiedWeights:
-    def test_weight_shared_by_one_constant_passes(self, tied):
-        """Both consumers reading one constant: packed once."""
-        ctx = context(*tied)
-        delegate = ctx.delegates[0]
-        (emb,) = delegate.ops_named("et_vk.embedding_q4gsw")
-        head = delegate.ops_named("et_vk.linear_q4gsw")[-1]
-        if emb.args[0] != head.args[1]:
-            head.args[1] = emb.args[0]
+    def test_weight_shared_by_one_constant_passes(self, rng):
+        """Both consumers reading one constant: packed once, and both consumers are named."""
+        ctx = FusionContext(case_id="shared", expect_ops=(), delegates=[shared_weight_delegate(rng)], partitions=1,
+                            delegated_ops={}, undelegated_ops={}, dequantize_dtypes=[],
+                            tied_groups=[["embed.weight", "lm_head.weight"]])
         findings = fusions.RULES["tied_weight_dedup"](ctx)
         assert statuses(findings) == {Status.PASS}
-        assert "packed once, shared by" in findings[0].message
+        assert findings[0].message == ("weight %0 packed once, shared by #0 et_vk.embedding_q4gsw, "
+                                       "#1 et_vk.linear_q4gsw")
 
     def test_weight_packed_twice_fires(self, tied):
         """Invariant: a tied weight is one constant; two constants with equal codes mean a second repack."""
@@ -89,12 +115,12 @@ class TestTiedWeights:
         delegate = ctx.delegates[0]
         head = delegate.ops_named("et_vk.linear_q4gsw")[-1]
         (emb,) = delegate.ops_named("et_vk.embedding_q4gsw")
+        emb_args = delegate.bind(emb).args
         copy_id = max(delegate.tensors) + 1
-        delegate.tensors[copy_id] = copy.deepcopy(delegate.tensors[emb.args[0]])
-        delegate.constants[copy_id] = delegate.constants[emb.args[0]].copy()
-        head.args[1] = copy_id
-        emb_linear = len(emb.args) > 5 and bool(delegate.value(emb.args[4]))
-        if not emb_linear:
+        delegate.tensors[copy_id] = copy.deepcopy(delegate.tensors[emb_args["weight"]])
+        delegate.constants[copy_id] = delegate.constants[emb_args["weight"]].copy()
+        head.args[delegate.bind(head).schema.names.index("weights")] = copy_id
+        if not delegate.value(emb_args["is_linear_weight"]):
             c = delegate.constants[copy_id]
             delegate.constants[copy_id] = ((c >> 4) | (c << 4)).astype(np.uint8)
         findings = fusions.RULES["tied_weight_dedup"](ctx)

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.testutils import requires_glslc, requires_vulkan
-from vkdiff.device import build
+from tests.testutils import pinned_tarball, requires_glslc, requires_pinned_tree, requires_vulkan
+from vkdiff.device import build, trees
 from vkdiff.harness import cli
 from vkdiff.harness.store import load
 
 FAKE_TREE = Path(__file__).parents[1] / "device" / "fake_tree"
 
+
 def _tree(tmp_path: Path, shader: str = "vk_broken.glsl") -> Path:
     """An ExecuTorch-shaped tree holding the fake tree's broken shader under the name ``shader``."""
-    glsl = tmp_path / "et" / build.GLSL_SUBDIR
+    glsl = tmp_path / "et" / trees.GLSL_SUBDIR
     glsl.mkdir(parents=True)
     shutil.copy(FAKE_TREE / "vk_broken.glsl", glsl / shader)
     return tmp_path / "et"
@@ -52,6 +53,7 @@ def test_et_src_that_is_not_a_tree_is_one_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert err == f"vkdiff: error: --et-src {tmp_path} is not an ExecuTorch tree: missing " \
                   f"backends/vulkan/runtime/graph/ops/glsl/\n"
+    assert "Traceback" not in err
 
 
 @requires_vulkan
@@ -88,12 +90,13 @@ def test_devices_json(capsys):
 
 @requires_vulkan
 def test_run_without_tree_is_not_run_and_exit_0(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv(build.ET_SRC_ENV, raising=False)
+    monkeypatch.setenv(trees.ET_SRC_ENV, "none")
     results = tmp_path / "r.jsonl"
     assert cli.main(["run", "--suite", "kernels", "--cases", "M1-K64-N40-g32-", "--results", str(results)]) == 0
     loaded = list(load([results]))
     assert len(loaded) == 4 and {r.status for r in loaded} == {"NOT_RUN"}
     assert "no ExecuTorch tree" in loaded[0].reason
+    assert "no ExecuTorch tree (VKDIFF_ET_SRC=none" in capsys.readouterr().err
 
 
 @requires_vulkan
@@ -112,7 +115,7 @@ def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, caps
     loaded = list(load([results]))
     assert len(loaded) == 2 and {r.status for r in loaded} == {"BUILD_FAIL"}
     assert "glslc failed" in loaded[0].reason and "undeclared_identifier" in loaded[0].reason
-    assert loaded[0].repro.startswith("vkdiff run --cases")
+    assert loaded[0].repro.startswith("vkdiff run --suite kernels --cases")
     assert "BUILD_FAIL" in capsys.readouterr().err
 
 
@@ -156,7 +159,43 @@ def test_kernel_runs_and_the_plugin_never_import_torch(tmp_path):
               f"cli.main(['run', '--suite', 'kernels', '--cases', 'M1-K64-N40-g32-', "
               f"'--results', {str(tmp_path / 'r.jsonl')!r}])\n"
               "print('torch' in sys.modules)\n")
-    env = {k: v for k, v in os.environ.items() if k != "VKDIFF_ET_SRC"}
+    env = {**os.environ, "VKDIFF_ET_SRC": "none"}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.strip().splitlines()[-1] == "False", out.stderr
     assert {r.status for r in load([tmp_path / "r.jsonl"])} == {"NOT_RUN"}
+
+
+def _run_repro(repro: str, results: Path, cwd: Path) -> list:
+    """Run a result's repro command as a user would paste it (the installed ``vkdiff`` script)."""
+    import shlex
+    import subprocess
+
+    argv = shlex.split(repro)
+    assert argv[0] == "vkdiff" and shutil.which("vkdiff"), repro
+    done = subprocess.run(argv + ["--results", str(results)], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    return list(load([results]))
+
+
+@requires_vulkan
+@requires_pinned_tree
+def test_kernel_repro_command_runs_and_reproduces(tmp_path):
+    first = tmp_path / "first.jsonl"
+    assert cli.main(["run", "--suite", "kernels", "--cases", r"M13-K64-N40-g32-fp16-texture3d\]$",
+                     "--et-src", str(pinned_tarball("main")), "--results", str(first)]) == 0
+    (result,) = load([first])
+    again = _run_repro(result.repro, tmp_path / "again.jsonl", tmp_path)
+    assert [(r.case, r.device, r.status, r.metrics["max_abs"]) for r in again] == [
+        (result.case, result.device, "PASS", result.metrics["max_abs"])]
+
+
+def test_model_repro_command_runs_and_reproduces(tmp_path, monkeypatch):
+    """The repro of a model case names options that exist (it once printed a nonexistent --models)."""
+    from vkdiff.cases.catalog import all_model_cases
+    from vkdiff.harness.runner import repro_command
+
+    monkeypatch.setenv(trees.ET_SRC_ENV, "none")
+    (case,) = all_model_cases(r"^embedding\[emb4w-perrow-vulkan\]$")
+    again = _run_repro(repro_command(case, "cpu", None), tmp_path / "again.jsonl", tmp_path)
+    assert {r.case for r in again} == {case.id}
+    assert {r.rule: r.status for r in again} == {rule: "PASS" for rule in case.rules}

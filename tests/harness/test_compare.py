@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from vkdiff.harness import compare
-from vkdiff.harness.compare import ErrorStatistics, Tolerance
-from vkdiff.harness.status import Status
+from vkdiff.harness.compare import ErrorStatistics
+from vkdiff.harness.datamodel import Tolerance
+from vkdiff.harness.datamodel import Status
 
 
 def test_doctests():

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from vkdiff.harness import expectations
-from vkdiff.harness.store import Result
+from vkdiff.harness.datamodel import Result
 
-EXP = expectations.Expectation(id="bug-1", case=r"^model\[", variant="/rule$", status=("FAIL_CHECK",),
+EXP = expectations.Expectation(id="bug-1", case=r"^model\[", rule=("rule",), status=("FAIL_CHECK",),
                                signature="packed 2 times", reason="upstream bug")
 
 
-def _result(status: str, reason: str = "", variant: str = "x/rule") -> Result:
-    return Result(case="model[a]", op="model", variant=variant, device="cpu", status=status, reason=reason)
+def _result(status: str, reason: str = "", rule: str = "rule") -> Result:
+    return Result(case="model[a]", op="model", variant="x", rule=rule, device="cpu", status=status, reason=reason)
 
 
 def test_matching_failure_is_known_and_not_a_failure():
@@ -28,9 +28,10 @@ def test_fixed_bug_is_an_unexpected_pass():
 def test_other_failure_is_not_explained():
     result = expectations.annotate(_result("FAIL_CHECK", "something else"), [EXP])
     assert not result.expectation and expectations.counts_as_failure(result)
-    assert not expectations.annotate(_result("PASS", variant="x/other"), [EXP]).expectation
+    assert not expectations.annotate(_result("PASS", rule="other"), [EXP]).expectation
 
 
 def test_data_file_loads():
     loaded = expectations.load()
     assert loaded and all(e.id and e.case and e.status for e in loaded)
+    assert all(isinstance(e.rule, tuple) for e in loaded)

@@ -12,6 +12,7 @@ import torch
 
 from vkdiff.cases import llm
 from vkdiff.harness import lower as lowering
+from vkdiff.harness.datamodel import schema_of
 from vkdiff.harness.llm_export import LLM_RECIPES, llm_config, source_transforms
 
 FASTEST = "llm-4w"
@@ -43,6 +44,10 @@ def test_export_llama_4w_is_one_vulkan_delegate():
     assert tokens.dims == [1, llm.TINY.max_seq_len - 1] and input_pos.dims == [1]
     assert [delegate.tensors[i].dims for i in delegate.output_ids] == [[1, llm.TINY.vocab_size]]
     assert lowered.pte[4:8] == b"ET12"
+    calls = [delegate.bind(op) for op in delegate.ops]  # every call carries one value per schema argument
+    assert {schema_of(name).name for name in counts} >= {"llama.sdpa_with_kv_cache.default", "_operator.add.default"}
+    sdpa = next(c for c in calls if c.schema.name == "llama.sdpa_with_kv_cache.default")
+    assert delegate.values[sdpa.args["start_pos"]]["kind"] == "SymInt"
 
 
 def test_checkpoint_is_generated_deterministically(tmp_path, monkeypatch):
@@ -67,7 +72,7 @@ def test_recipe_model_is_export_llamas_model():
     with lowering.quiet_libraries():
         ours = LLM_RECIPES[case.recipe](model, (tokens, input_pos))
         checkpoint, params = llm.checkpoint_paths(llm.TINY, "fp32")
-        cfg = llm_config(dict(case.knobs), str(checkpoint), str(params), ".")
+        cfg = llm_config(dict(case.options), str(checkpoint), str(params), ".")
         theirs = export_llama_lib._prepare_for_llama_export(cfg).model
         with torch.no_grad():
             expected = theirs(tokens, {"input_pos": input_pos})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.testutils import requires_vulkan
+from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
 
 pytest_plugins = ["pytester"]
 
@@ -31,7 +31,7 @@ def test_inactive_without_flag(pytester):
 
 @requires_vulkan
 def test_items_skip_as_not_run_without_tree(pytester, monkeypatch):
-    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    monkeypatch.setenv("VKDIFF_ET_SRC", "none")
     result = pytester.runpytest("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS, "-rs", "-v")
     result.stdout.fnmatch_lines(["*linear_q4gsw?M1-K64-N40-g32-fp32-buffer?@llvmpipe SKIPPED*",
                                  "*NOT_RUN: no ExecuTorch tree*"])
@@ -42,13 +42,13 @@ def test_items_skip_as_not_run_without_tree(pytester, monkeypatch):
 @requires_vulkan
 def test_runs_without_xdist(pytester, monkeypatch):
     """The xdist-only hooks are registered only with xdist: ``-p no:xdist`` is not an INTERNALERROR."""
-    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    monkeypatch.setenv("VKDIFF_ET_SRC", "none")
     result = pytester.runpytest("-p", "no:xdist", "--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS)
     result.assert_outcomes(skipped=2)
 
 
 def test_unknown_device_is_a_usage_error(pytester, monkeypatch):
-    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    monkeypatch.setenv("VKDIFF_ET_SRC", "none")
     result = pytester.runpytest("--vkdiff", "--vkdiff-device", "no-such-gpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no Vulkan adapter matches --device 'no-such-gpu'*"])
@@ -57,7 +57,7 @@ def test_unknown_device_is_a_usage_error(pytester, monkeypatch):
 @requires_vulkan
 def test_worker_crash_is_recorded_as_error_and_nothing_is_lost(pytester, monkeypatch):
     """Kill the worker running one item: that item is ERROR with the crash text, every other result is kept once."""
-    monkeypatch.delenv("VKDIFF_ET_SRC", raising=False)
+    monkeypatch.setenv("VKDIFF_ET_SRC", "none")
     pytester.makeconftest("""
 import os
 import pytest
@@ -78,3 +78,28 @@ def pytest_vkdiff_run_item(item, session):
                                             "linear_q4gsw[M4-K64-N40-g32-fp32-texture3d]"}
     assert all("crash" in r["flags"] and "crashed" in r["reason"] for r in crashed)
     assert {r["status"] for r in results if r not in crashed} == {"NOT_RUN"}
+
+
+def test_collect_only_leaves_the_report_folder_alone(pytester, monkeypatch):
+    monkeypatch.setenv("VKDIFF_ET_SRC", "none")
+    earlier = pytester.path / "report" / "results" / "results.jsonl"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("an earlier session's results\n")
+    result = pytester.runpytest("--collect-only", "-q", "--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases",
+                                KERNELS, "--vkdiff-report", str(pytester.path / "report"))
+    result.stdout.fnmatch_lines(["*linear_q4gsw?M1-K64-N40-g32-fp32-buffer?@*"])
+    assert earlier.read_text() == "an earlier session's results\n"
+    assert sorted(p.name for p in (pytester.path / "report").rglob("*")) == ["results", "results.jsonl"]
+
+
+@requires_vulkan
+@requires_pinned_tree
+def test_real_kernels_pass_under_xdist_with_the_controllers_tree(pytester):
+    """Workers take the tree the controller chose (a tarball here, extracted once) and run the real kernels."""
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--vkdiff", "--vkdiff-suite", "kernels",
+                                           "--vkdiff-cases", KERNELS, f"--et-src={pinned_tarball('main')}")
+    result.assert_outcomes(passed=2)
+    results = _results(pytester)
+    assert {r["status"] for r in results} == {"PASS"}
+    assert len({r["versions"]["et_tree"] for r in results}) == 1
+    assert all(r["repro"].endswith(f"--et-src {pinned_tarball('main')}") for r in results)

@@ -11,7 +11,7 @@ import torch
 from vkdiff.cases.vit import ViTTokenPath, image_inputs
 from vkdiff.fusions import cat_qparams
 from vkdiff.harness import pt2e
-from vkdiff.harness.status import Status
+from vkdiff.harness.datamodel import Status
 
 
 def _converted(recipe, depth: int = 1):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -26,9 +27,15 @@ DEVICE_INFO = {
 
 def result(case: str, device: str, status: str = "PASS", *, time: str = "2026-11-26T02:00:00+00:00",
            **fields: Any) -> dict[str, Any]:
-    """One result line as the store writes it; ``case`` like ``linear_q4gsw[M1-K64-N40-g32-fp32-buffer]``."""
+    """One result line as the store writes it; ``case`` like ``linear_q4gsw[M1-K64-N40-g32-fp32-buffer]``.
+
+    Sizes (``M1``) become ``shape``, the last two tokens the knobs ``dtype`` and ``storage``.
+    """
     inner = case[case.index("[") + 1:-1] if "[" in case else case
-    variant = "-".join(inner.split("-")[-2:])
+    tokens = inner.split("-")
+    variant = "-".join(tokens[-2:])
+    shape = {t[0]: int(t[1:]) for t in tokens[:-2] if re.fullmatch(r"[A-Za-z]\d+", t)}
+    knobs = dict(zip(("dtype", "storage"), tokens[-2:])) if len(tokens) >= 2 else {}
     failing = status not in ("PASS", "NOT_SUPPORTED", "NOT_RUN", "BUILD_FAIL", "ERROR")
     metrics = {"total": 520, "mismatches": 37 if failing else 0, "max_abs": 0.25 if failing else 1e-7,
                "max_rel": 0.5 if failing else 1e-6, "sqnr_db": 12.5 if failing else 130.0, "nan_count": 0,
@@ -39,7 +46,8 @@ def result(case: str, device: str, status: str = "PASS", *, time: str = "2026-11
                               "exact": 17}}
     if failing:
         metrics["error_map"] = [[0.1] * 31 + [250.0] for _ in range(13)]
-    line = {"case": case, "op": case.split("[")[0], "variant": variant, "device": device, "status": status,
+    line = {"case": case, "op": case.split("[")[0], "variant": variant, "knobs": knobs, "shape": shape,
+            "device": device, "status": status,
             "reason": "Mismatched elements: 37 / 520 (7.12%)" if failing else "",
             "shader": "linear_q4gsw_tiled_buffer_texture2d_float", "shaders": ["pack_q4_linear_weight_texture2d",
                                                                              "linear_q4gsw_tiled_buffer_texture2d_float"],
@@ -48,7 +56,7 @@ def result(case: str, device: str, status: str = "PASS", *, time: str = "2026-11
             "flags": [], "dispatch": {"global": [5, 1, 1], "local": [1, 1, 64], "spec": {"3": 0}},
             "seed": 1234, "repro": f"vkdiff run --cases '^{case}$' --device {device}",
             "versions": {"vkdiff": "0.1.0", "executorch": "1.5.1"}, "device_info": DEVICE_INFO.get(device, {}),
-            "seconds": 0.5, "time": time, "schema": 1}
+            "seconds": 0.5, "time": time, "schema": 2}
     line.update(fields)
     return line
 

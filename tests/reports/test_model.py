@@ -7,23 +7,25 @@ import math
 import pytest
 
 from tests.reports.helpers import result
-from vkdiff.harness.store import Result
-from vkdiff.reports.model import Expectation, Merged, clip, dtype_of, fmt_num, natural_key, split_case
+from vkdiff.harness.datamodel import Result
+from vkdiff.reports.model import Expectation, Merged, Row, clip, fmt_num, natural_key
 
-SPLITS = (
-    ("linear_q4gsw[M13-K256-N40-g32-fp16-buffer]", "fp16-buffer", ("linear_q4gsw", "M13-K256-N40-g32", "fp16-buffer")),
-    ("linear_q4gsw[M1-K256-N40-g32-fp16-buffer-wbuffer]", "fp16-buffer-wbuffer",
-     ("linear_q4gsw", "M1-K256-N40-g32", "fp16-buffer-wbuffer")),
-    ("op[c1-wbuffer]", "buffer", ("op", "c1-wbuffer", "buffer")),
-    ("vit_tiny[8da4w]", "8da4w", ("vit_tiny", "", "8da4w")),
-    ("plain-fp32", "fp32", ("plain", "", "fp32")),
-    ("plain", "", ("plain", "", "—")),
-)
+def test_rows_are_placed_by_structured_fields():
+    """Kernel results: sizes × knob set; model results: knob set × rule (nothing parsed from ids)."""
+    kernel = Row.from_result(Result(case="linear_q4gsw[M13-K256-N40-g32-fp16-buffer-wbuffer]", op="et_vk.x",
+                                    device="mali", status="PASS", variant="fp16-buffer-wbuffer",
+                                    shape={"M": 13, "K": 256, "N": 40, "g": 32},
+                                    knobs={"dtype": "fp16", "storage": "buffer", "weight_storage": "buffer"}))
+    assert (kernel.shape, kernel.column, kernel.dtype) == ("M13-K256-N40-g32", "fp16-buffer-wbuffer", "fp16")
+    model = Row.from_result(Result(case="llama_proj[8da4w-vulkan]", op="llama_proj", device="cpu", status="PASS",
+                                   variant="8da4w-vulkan", rule="numerics",
+                                   knobs={"recipe": "8da4w", "partitioner": "vulkan"}))
+    assert (model.shape, model.column, model.dtype) == ("8da4w-vulkan", "numerics", "")
 
 
-@pytest.mark.parametrize("case, variant, expected", SPLITS)
-def test_split_case(case, variant, expected):
-    assert split_case(case, variant) == expected
+def test_each_rule_of_a_model_case_is_its_own_row():
+    rules = [Result(case="m[4w-vulkan]", op="m", device="cpu", status="PASS", rule=r) for r in ("a", "b")]
+    assert sorted(key for key, _ in Merged.from_results(rules).rows) == ["m[4w-vulkan]/a", "m[4w-vulkan]/b"]
 
 
 def test_clip_keeps_both_ends_and_tolerates_non_strings():
@@ -37,9 +39,8 @@ def test_fmt_num():
         ["—", "∞", "−∞", "NaN", "0", "12.35", "1.000e-07", "1.235e+05", "garbage"]
 
 
-def test_natural_key_and_dtype():
+def test_natural_key():
     assert sorted(["M13", "M4", "M64", "M1"], key=natural_key) == ["M1", "M4", "M13", "M64"]
-    assert dtype_of("fp16-texture3d") == "fp16" and dtype_of("buffer-int8") == "int8" and dtype_of("8da4w") == ""
 
 
 def test_merge_keeps_latest_and_remembers_earlier():

@@ -1,20 +1,31 @@
-"""Kernel cases: one ET-VK operator at given shapes, dtype and storage, declared once.
+"""Kernel cases: one ET-VK operator at given shapes, dtype, storage and knobs, declared once.
 
-Suites register under the operator name, as ExecuTorch's ``op_tests/cases.py`` does;
-case ids are derived from the shapes (``linear_q4gsw[M13-K256-N40-g32-fp16-buffer]``).
+Suites register under the full operator name, as ExecuTorch's ``op_tests/cases.py``
+does, each with the function that draws the op's arguments (by schema name) from a
+seeded generator; the reference and the launcher of the same name do the rest. Case
+ids are derived from the shapes and knobs (``linear_q4gsw[M13-K256-N40-g32-fp16-buffer]``).
+One module per op family lives in ``vkdiff.cases.kernel_suites``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
+import importlib
+import pkgutil
 import re
-from typing import Callable, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Literal
+
+import numpy as np
 
 DType = Literal["fp32", "fp16"]
 IoStorage = Literal["buffer", "texture3d"]
-WeightStorage = Literal["auto", "buffer", "texture2d"]
+
+NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16}
+"""Case dtype names → numpy dtypes."""
+
+OPTION_TOKENS: dict[str, str] = {"weight_storage": "w"}
+"""Id prefix of each launcher option's value (``weight_storage=buffer`` → ``wbuffer``)."""
 
 XS, S, M1, M2, L, XL = 3, 7, 13, 31, 67, 113
 """ExecuTorch's prime dimension constants (``op_tests/cases.py``), for shapes that break tilings."""
@@ -25,35 +36,35 @@ class KernelCase:
     """One hermetic kernel case: operator, shapes, knobs."""
 
     op: str
-    """Operator, e.g. ``linear_q4gsw``."""
+    """Full operator name (``et_vk.linear_q4gsw.default``): the key of its suite, reference and launcher."""
+    name: str
+    """Id stem (``linear_q4gsw``)."""
     shape: tuple[tuple[str, int], ...]
     """Named sizes in id order, e.g. ``(("M", 13), ("K", 256), ("N", 40), ("g", 32))``."""
     dtype: DType
     """Activation/output dtype."""
     storage: IoStorage
     """Input/output storage."""
-    weight_storage: WeightStorage = "auto"
-    """Packed weight storage; ``auto`` applies ET-VK's own rule."""
-    bias: bool = False
-    """Whether a bias is added."""
+    options: tuple[tuple[str, str], ...] = ()
+    """Launcher options that leave the inputs unchanged (``(("weight_storage", "buffer"),)``)."""
+    flags: tuple[str, ...] = ()
+    """Input variations by name (``("bias",)``); part of the data id."""
 
     def _knobs(self, *, storage: bool) -> str:
         parts = [self.dtype]
         if storage:
             parts.append(self.storage)
-            if self.weight_storage != "auto":
-                parts.append(f"w{self.weight_storage}")
-        if self.bias:
-            parts.append("bias")
+            parts += [f"{OPTION_TOKENS.get(k, k)}{v}" for k, v in self.options]
+        parts += list(self.flags)
         return "-".join(parts)
 
     def _with_shape(self, knobs: str) -> str:
         dims = "-".join(f"{k}{v}" for k, v in self.shape)
-        return f"{self.op}[{dims}-{knobs}]"
+        return f"{self.name}[{dims}-{knobs}]"
 
     @property
     def variant(self) -> str:
-        """The knob part of the id (everything after the shapes)."""
+        """The knob part of the id (everything after the shapes), a display label."""
         return self._knobs(storage=True)
 
     @property
@@ -65,8 +76,24 @@ class KernelCase:
         """The id without the storage knobs: cases that differ only in storage get identical inputs."""
         return self._with_shape(self._knobs(storage=False))
 
+    @property
+    def knobs(self) -> dict[str, Any]:
+        """Every knob by name, as results record them."""
+        return {"dtype": self.dtype, "storage": self.storage, **dict(self.options), **{f: True for f in self.flags}}
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return dict(self.shape)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(NP_DTYPES[self.dtype])
+
     def size(self, name: str) -> int:
-        return dict(self.shape)[name]
+        return self.sizes[name]
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
 
     def seed(self, session_seed: int = 0) -> int:
         """Inputs are seeded from a hash of the data id plus the session seed.
@@ -78,45 +105,60 @@ class KernelCase:
         return int.from_bytes(digest[:4], "little")
 
 
-SUITES: dict[str, Callable[[], Iterable[KernelCase]]] = {}
-"""Registered suite generators by operator name."""
+ArgsFn = Callable[[KernelCase, np.random.Generator], dict[str, Any]]
 
 
-def register_test_suite(op: str) -> Callable[[Callable[[], Iterable[KernelCase]]], Callable[[], Iterable[KernelCase]]]:
-    """Register a generator of the cases of ``op``."""
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Suite:
+    """The cases of one operator and how their arguments are drawn."""
+
+    op: str
+    """Full operator name."""
+    cases: Callable[[], Iterable[KernelCase]]
+    """Generator of the cases."""
+    make_args: ArgsFn
+    """``make_args(case, rng)``: the op's arguments by schema name (never all-equal data)."""
+
+
+SUITES: dict[str, Suite] = {}
+"""Registered suites by operator name."""
+
+
+def register_test_suite(op: str, *, make_args: ArgsFn) -> Callable[[Callable[[], Iterable[KernelCase]]],
+                                                                    Callable[[], Iterable[KernelCase]]]:
+    """Register a generator of the cases of ``op``, with the function that draws their arguments.
+
+    Raises:
+        ValueError: ``op`` already has a suite defined elsewhere.
+    """
     def wrap(fn: Callable[[], Iterable[KernelCase]]) -> Callable[[], Iterable[KernelCase]]:
-        SUITES[op] = fn
+        if op in SUITES and not _same_definition(SUITES[op].cases, fn):
+            raise ValueError(f"a kernel suite for {op} is already registered ({SUITES[op].cases.__module__})")
+        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args)
         return fn
     return wrap
 
 
-LINEAR_Q4GSW_M = (1, 4, 13, 64)
-LINEAR_Q4GSW_K = (64, 256, 4096)
-LINEAR_Q4GSW_N = (40, 64, 4096)
-GROUP_SIZES = (32, 64, 128)
-DTYPES: tuple[DType, ...] = ("fp32", "fp16")
-IO_STORAGES: tuple[IoStorage, ...] = ("buffer", "texture3d")
+def _same_definition(a: Callable, b: Callable) -> bool:
+    """The same function, or the same one from a re-import of its module (pytester drops modules between runs)."""
+    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
 
 
-def _linear_case(m: int, k: int, n: int, g: int, dtype: DType, storage: IoStorage, **knobs) -> KernelCase:
-    return KernelCase(op="linear_q4gsw", shape=(("M", m), ("K", k), ("N", n), ("g", g)),
-                      dtype=dtype, storage=storage, **knobs)
+def load_suites() -> dict[str, Suite]:
+    """Import every module of ``vkdiff.cases.kernel_suites`` (each registers its suites) once."""
+    from vkdiff.cases import kernel_suites
+
+    for module in pkgutil.iter_modules(kernel_suites.__path__):
+        importlib.import_module(f"{kernel_suites.__name__}.{module.name}")
+    return SUITES
 
 
-@register_test_suite("linear_q4gsw")
-def linear_q4gsw_suite() -> Iterator[KernelCase]:
-    """The sweep of the foundation issue, plus buffer-weight and bias variants at small shapes."""
-    for m, k, n, g, dtype, storage in itertools.product(
-            LINEAR_Q4GSW_M, LINEAR_Q4GSW_K, LINEAR_Q4GSW_N, GROUP_SIZES, DTYPES, IO_STORAGES):
-        if k % g == 0:
-            yield _linear_case(m, k, n, g, dtype, storage)
-    for m, dtype, storage in itertools.product((1, M1), DTYPES, IO_STORAGES):
-        yield _linear_case(m, 256, 40, 32, dtype, storage, weight_storage="buffer")
-        yield _linear_case(m, 256, 40, 32, dtype, storage, bias=True)
+def suite_of(case: KernelCase) -> Suite:
+    return load_suites()[case.op]
 
 
 def all_cases(pattern: str | None = None) -> list[KernelCase]:
     """Every registered kernel case whose id matches the regex ``pattern`` (search, not full match)."""
     regex = re.compile(pattern) if pattern else None
-    cases = [c for suite in SUITES.values() for c in suite()]
+    cases = [c for suite in load_suites().values() for c in suite.cases()]
     return [c for c in cases if regex is None or regex.search(c.id)]

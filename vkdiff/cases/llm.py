@@ -34,7 +34,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from vkdiff.cases.models import EMBEDDING_Q4GSW, LINEAR_DQ8CA_Q4GSW, LINEAR_Q4GSW, ModelCase
+from vkdiff.cases.model_case import EMBEDDING_Q4GSW, LINEAR_DQ8CA_Q4GSW, LINEAR_Q4GSW, ModelCase
+from vkdiff.harness.datamodel import cache_dir
 
 PIPELINE = "export_llama"
 NAME = "tiny_llama"
@@ -110,8 +111,6 @@ def checkpoint_paths(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
     """
     if checkpoint_dtype not in CHECKPOINT_DTYPES:
         raise ValueError(f"Unsupported checkpoint dtype: {checkpoint_dtype} (valid: {sorted(CHECKPOINT_DTYPES)})")
-    from vkdiff.device.build import cache_dir
-
     folder = cache_dir() / "llm" / spec.key(checkpoint_dtype)
     checkpoint, params = folder / "consolidated.pth", folder / "params.json"
     if checkpoint.exists() and params.exists():
@@ -206,7 +205,7 @@ class LlmVariant:
         return f"llm-{self.name}"
 
     @property
-    def knobs(self) -> tuple[tuple[str, Any], ...]:
+    def options(self) -> tuple[tuple[str, Any], ...]:
         return tuple(sorted(dict(qmode=self.qmode, group_size=self.group_size,
                                  embedding_quantize=self.embedding_quantize,
                                  checkpoint_dtype=self.checkpoint_dtype,
@@ -243,7 +242,7 @@ def llm_case(variant: LlmVariant) -> ModelCase:
     rules = RULES + (("bf16_export",) if variant.checkpoint_dtype == "bf16" else ())
     return ModelCase(name=NAME, build=_build(variant.checkpoint_dtype), inputs=prompt, recipe=variant.recipe,
                      partitioner="vulkan", expect_ops=variant.expect_ops, rules=rules, pipeline=PIPELINE,
-                     knobs=variant.knobs)
+                     options=variant.options)
 
 
 def llm_cases() -> list[ModelCase]:

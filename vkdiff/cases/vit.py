@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from vkdiff.cases.models import ModelCase
+from vkdiff.cases.model_case import ModelCase
 
 RECIPE = "pt2e-xnnpack"
 """Recipe name of :func:`vkdiff.harness.pt2e.quantize_pt2e_xnnpack` in ``vkdiff.harness.lower.RECIPES``."""

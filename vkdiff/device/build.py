@@ -1,7 +1,6 @@
 """Build ET-VK shader variants: ExecuTorch tree → executorch's own codegen → glslc → cached SPIR-V.
 
-The tree is a user's ExecuTorch checkout (``--et-src`` / ``VKDIFF_ET_SRC``); vkdiff
-never ships one. Variants are expanded with ExecuTorch's own ``SPVGenerator`` (with
+The tree is a user's ExecuTorch tree (``vkdiff.device.trees``); vkdiff never ships one. Variants are expanded with ExecuTorch's own ``SPVGenerator`` (with
 ``replace_u16vecn``): the tree's ``gen_vulkan_spv.py`` when it has one, so templates and
 codegen always match (older and newer trees, bisects), else the installed wheel's. They
 are compiled with ET-VK's glslc flags and cached on disk under ``$VKDIFF_CACHE_DIR`` (default ``~/.cache/vkdiff``) keyed by a hash of (generated
@@ -24,9 +23,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-GLSL_SUBDIR = Path("backends/vulkan/runtime/graph/ops/glsl")
-ET_SRC_ENV = "VKDIFF_ET_SRC"
-CACHE_ENV = "VKDIFF_CACHE_DIR"
+from vkdiff.device.trees import GLSL_SUBDIR
+from vkdiff.harness.datamodel import CACHE_ENV, cache_dir
+
 BASE_FLAGS = ("-fshader-stage=compute", "-Werror")
 DOT_EXT = "GL_EXT_integer_dot_product"
 _EXT_LINE = re.compile(rf"^\s*#extension\s+{DOT_EXT}\s*:\s*\w+\s*$", re.MULTILINE)
@@ -44,10 +43,6 @@ int dotPacked4x8AccSatEXT(const int a, const int b, const int acc) {
   return acc + s;
 }
 """
-
-
-class EtSourceError(ValueError):
-    """The given path is not an ExecuTorch tree with ET-VK shader sources."""
 
 
 class BuildError(RuntimeError):
@@ -70,78 +65,6 @@ class BuiltShader:
     """True when ``dotPacked4x8AccSatEXT`` was emulated (glslc lacked the extension)."""
     flags: tuple[str, ...]
     """glslc flags that produced it."""
-
-
-def cache_dir() -> Path:
-    """Root of vkdiff's on-disk cache (``$VKDIFF_CACHE_DIR`` or ``~/.cache/vkdiff``)."""
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkdiff")
-    return Path(root)
-
-
-def resolve_et_src(path: str | os.PathLike | None) -> Path | None:
-    """The ExecuTorch tree from ``path`` or ``$VKDIFF_ET_SRC``; None when neither is given.
-
-    ``path`` is a checkout, or ``REPO@REV``: a git repository (local path or URL) and a
-    revision, whose ``backends/vulkan`` is extracted once into the cache.
-
-    Raises:
-        EtSourceError: the path holds no ET-VK shaders, or the revision cannot be read
-            (names the path and what is missing).
-    """
-    raw = str(path) if path is not None else os.environ.get(ET_SRC_ENV, "")
-    if not raw:
-        return None
-    if "@" in raw and not Path(raw).expanduser().exists():
-        repo, rev = raw.rsplit("@", 1)
-        return _checkout_revision(repo, rev)
-    root = Path(raw).expanduser().resolve()
-    if not root.is_dir():
-        raise EtSourceError(f"--et-src {raw}: no such directory (give an ExecuTorch checkout, REPO@REV, "
-                            f"or set {ET_SRC_ENV})")
-    if not (root / GLSL_SUBDIR).is_dir():
-        raise EtSourceError(f"--et-src {raw} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
-    return root
-
-
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], capture_output=True, text=True)
-    if done.returncode:
-        raise EtSourceError(f"git {' '.join(args[:3])}: {done.stderr.strip().splitlines()[-1] if done.stderr else 'failed'}")
-    return done.stdout.strip()
-
-
-def _checkout_revision(repo: str, rev: str) -> Path:
-    """Extract ``backends/vulkan`` of ``repo`` at ``rev`` into ``<cache>/trees/<commit>`` (once)."""
-    if "://" in repo:
-        local = cache_dir() / "repos" / _sha(repo)[:16]
-        if not local.exists():
-            _git("clone", "--bare", "--filter=blob:none", repo, str(local))
-        else:
-            _git("-C", str(local), "fetch", "--tags", "origin", rev)
-        repo = str(local)
-    if not Path(repo).expanduser().exists():
-        raise EtSourceError(f"--et-src {repo}@{rev}: no such repository")
-    commit = _git("-C", repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
-    target = cache_dir() / "trees" / commit[:16]
-    if not (target / GLSL_SUBDIR).is_dir():
-        staging = Path(tempfile.mkdtemp(prefix=".tree-", dir=_ensure(cache_dir() / "trees")))
-        archive = subprocess.run(["git", "-C", repo, "archive", commit, "backends/vulkan"], capture_output=True)
-        if archive.returncode:
-            raise EtSourceError(f"--et-src {repo}@{rev}: {archive.stderr.decode().strip()}")
-        subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
-        try:
-            staging.rename(target)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-    if not (target / GLSL_SUBDIR).is_dir():
-        raise EtSourceError(f"--et-src {repo}@{rev} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
-    return target
-
-
-def _ensure(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping
 
 from vkdiff.device.adapters import DeviceInfo, create_device
@@ -12,24 +11,6 @@ from vkdiff.device.dispatch import Pipeline, PipelineCache
 
 class VariantMissingError(LookupError):
     """The ExecuTorch tree defines none of the shader variants a launcher can use (→ ``NOT_RUN``)."""
-
-
-@dataclasses.dataclass(kw_only=True)
-class Launch:
-    """What a launcher returns: the output read back and how it was produced."""
-
-    output: Any
-    """Output tensor read back to numpy in its logical shape."""
-    variant: str
-    """ET-VK shader variant that computed the output."""
-    unwritten: int
-    """Output elements the kernel never wrote (still poisoned)."""
-    polyfilled: bool = False
-    """True when any shader used had ``dotPacked4x8AccSatEXT`` emulated."""
-    shaders: tuple[str, ...] = ()
-    """Every variant dispatched (prepack shaders first)."""
-    dispatch: dict = dataclasses.field(default_factory=dict)
-    """Global/local workgroup sizes and spec constants of the main dispatch."""
 
 
 class DeviceContext:

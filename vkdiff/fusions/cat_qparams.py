@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from vkdiff.fusions.registry import Finding, FusionContext, fail, ok, register_rule
-from vkdiff.harness.status import Status
+from vkdiff.harness.datamodel import Status
 
 RULE = "cat_qparams"
 
@@ -112,8 +112,7 @@ def check_cat(entry: dict[str, Any]) -> Finding | None:
 
 @register_rule(RULE)
 def check(ctx: FusionContext) -> list[Finding]:
-    flow = getattr(ctx, "qparam_flow", None)
-    runtime_error = getattr(ctx, "runtime_error", None)
+    flow, runtime_error = ctx.qparam_flow, ctx.runtime_error
     findings: list[Finding] = []
     if runtime_error:
         lines = [line for line in str(runtime_error).splitlines() if line.strip()]

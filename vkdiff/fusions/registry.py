@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from vkdiff.harness.delegate import Delegate
-from vkdiff.harness.status import Status
+from vkdiff.harness.datamodel import Delegate, Status
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -14,20 +14,24 @@ import numpy as np
 
 from vkdiff import reference
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.delegate import Delegate, content_hash
+from vkdiff.harness.datamodel import Delegate, VkOp, content_hash
 
 RULE = "tied_weight_dedup"
 
 
-def canonical_codes(delegate: Delegate, op) -> tuple[int, np.ndarray] | None:
+LINEAR_CONSUMERS = ("et_vk.linear_q4gsw.default", "et_vk.linear_dq8ca_q4gsw.default")
+EMBEDDING = "et_vk.embedding_q4gsw.default"
+
+
+def canonical_codes(delegate: Delegate, op: VkOp) -> tuple[int, np.ndarray] | None:
     """(weight value id, int4 codes [N, K]) of a q4gsw consumer, whichever nibble convention it uses."""
-    base = op.name.rsplit(".", 1)[0]
-    if base in ("et_vk.linear_q4gsw", "et_vk.linear_dq8ca_q4gsw"):
-        wid = op.args[1] if base == "et_vk.linear_q4gsw" else op.args[3]
+    if op.name in LINEAR_CONSUMERS:
+        wid = delegate.bind(op).args["weights"]
         linear_convention = True
-    elif base == "et_vk.embedding_q4gsw":
-        wid = op.args[0]
-        linear_convention = bool(delegate.value(op.args[4])) if len(op.args) > 5 else False
+    elif op.name == EMBEDDING:
+        args = delegate.bind(op).args
+        wid = args["weight"]
+        linear_convention = bool(delegate.value(args["is_linear_weight"]))
     else:
         return None
     packed = delegate.constants.get(wid)

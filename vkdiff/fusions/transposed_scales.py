@@ -9,14 +9,13 @@ for each consumer separately, also when one scales tensor feeds several consumer
 from __future__ import annotations
 
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.delegate import Delegate, VkOp
+from vkdiff.harness.datamodel import Delegate, VkOp
 
 RULE = "transposed_scales"
 
-LINEAR_ARGS = {"et_vk.linear_q4gsw": (0, 1, 2, 3), "et_vk.linear_dq8ca_q4gsw": (0, 3, 5, 6)}
-"""op → positions of (input, packed weight, scales, group_size)."""
-EMBEDDING_ARGS = (0, 1, 2)
-"""embedding_q4gsw: positions of (packed weight, scales, group_size)."""
+LINEAR_INPUT = {"et_vk.linear_q4gsw.default": "self", "et_vk.linear_dq8ca_q4gsw.default": "input"}
+"""Linear consumers of transposed scales → the name of their activation argument."""
+EMBEDDING = "et_vk.embedding_q4gsw.default"
 
 
 def _base(name: str) -> str:
@@ -25,20 +24,17 @@ def _base(name: str) -> str:
 
 def expected_scales_dims(delegate: Delegate, op: VkOp) -> tuple[list[int], int] | None:
     """(expected dims, scales value id) for a q4gsw consumer, None for other ops."""
-    base = _base(op.name)
-    if base in LINEAR_ARGS:
-        x, w, s, g = (op.args[i] for i in LINEAR_ARGS[base])
-        k = delegate.tensors[x].dims[-1]
-        n = delegate.tensors[w].dims[0]
-        gs = delegate.value(g)
-        return [k // gs, -(-n // 4) * 4], s
-    if base == "et_vk.embedding_q4gsw":
-        w, s, g = (op.args[i] for i in EMBEDDING_ARGS)
-        vocab, half = delegate.tensors[w].dims
-        gs = delegate.value(g)
-        groups = max(1, (half * 2) // gs) if gs > 0 else 1
-        return [vocab, groups], s
-    return None
+    if op.name not in LINEAR_INPUT and op.name != EMBEDDING:
+        return None
+    args = delegate.bind(op).args
+    gs = delegate.value(args["group_size"])
+    if op.name in LINEAR_INPUT:
+        k = delegate.tensors[args[LINEAR_INPUT[op.name]]].dims[-1]
+        n = delegate.tensors[args["weights"]].dims[0]
+        return [k // gs, -(-n // 4) * 4], args["weight_scales"]
+    vocab, half = delegate.tensors[args["weight"]].dims
+    groups = max(1, (half * 2) // gs) if gs > 0 else 1
+    return [vocab, groups], args["weight_scales"]
 
 
 @register_rule(RULE)

@@ -12,7 +12,7 @@ a ``DTYPE_MISMATCH``.
 from __future__ import annotations
 
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.status import Status
+from vkdiff.harness.datamodel import Status
 
 RULE = "zero_point_dtype"
 CONSUMER = "et_vk.linear_dq8ca_q4gsw"
@@ -28,11 +28,11 @@ def check(ctx: FusionContext) -> list[Finding]:
     for delegate in ctx.delegates:
         producers = {}
         for op in delegate.ops_named("torchao.choose_qparams_affine"):
-            outputs = delegate.value(op.args[-1]) or []
+            outputs = delegate.bind(op).outputs
             if len(outputs) == 2:
                 producers[outputs[1]] = op.index
         for op in delegate.ops_named(CONSUMER):
-            zp = op.args[2]
+            zp = delegate.bind(op).args["input_zp"]
             dtype = delegate.tensors[zp].dtype
             where = f"op #{op.index} {CONSUMER} zero point %{zp} ({dtype}, from op #{producers.get(zp, '?')})"
             evidence = dict(op=op.index, zero_point=zp, dtype=dtype, producer=producers.get(zp))

@@ -7,11 +7,12 @@ import datetime
 import json
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+from vkdiff.harness.datamodel import Status
 from vkdiff.harness.options import add_run_options
-from vkdiff.harness.status import Status
 
 EXIT_FAIL = 1
 EXIT_USAGE = 2
@@ -82,27 +83,32 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_inputs(args: argparse.Namespace):
-    """Validate --et-src, glslc, spirv-opt and --device up front; each problem is one line."""
+def _resolve_inputs(args: argparse.Namespace, console):
+    """Validate --device, choose the tree, check glslc and spirv-opt, all before any device work.
+
+    Each problem is one line (a usage error); the tree's note is printed once everything is valid.
+    """
     from vkdiff.device.adapters import UnknownDeviceError, select
-    from vkdiff.device.build import EtSourceError, GlslcMissingError, ShaderBuilder, glslc_version, resolve_et_src
+    from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
+    from vkdiff.device.trees import EtSourceError, choose_tree
 
     try:
-        et_src = resolve_et_src(args.et_src)
-        if et_src is not None and not ShaderBuilder(et_src).has_prebuilt():
-            glslc_version()
         devices = select(args.device)
-        if et_src is not None and devices:
+        tree = choose_tree(args.et_src)
+        if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
+            glslc_version()
+        if tree.path is not None and devices:
             spirv_opt()
     except (EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
-    return et_src, devices
+    console.print(tree.note, markup=False)
+    return tree, devices
 
 
 def _model_cases(pattern: str | None) -> list:
     """Imported here: model cases need torch, which kernel-only runs never load."""
-    from vkdiff.cases.models import all_model_cases
+    from vkdiff.cases.catalog import all_model_cases
 
     return all_model_cases(pattern)
 
@@ -111,12 +117,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from vkdiff.cases.kernels import all_cases
+    from vkdiff.cases.kernels import KernelCase, all_cases
+    from vkdiff.harness.datamodel import HOST
     from vkdiff.harness.expectations import counts_as_failure
-    from vkdiff.harness.run import run_cases, run_models, summarize
-    from vkdiff.harness.store import HOST, ResultStore
+    from vkdiff.harness.runner import Runner
+    from vkdiff.harness.store import ResultStore
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     cases = all_cases(args.cases) if args.suite in ("all", "kernels") else []
     models = _model_cases(args.cases) if args.suite in ("all", "models") else []
     if args.list:
@@ -124,41 +131,63 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if not cases and not models:
         raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
-    et_src, devices = _resolve_inputs(args)
+    tree, devices = _resolve_inputs(args, console)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
     store = ResultStore(results_path)
+    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src)
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
-                  f"({', '.join(i.slug for i, _ in devices) or 'none'}), {len(models)} model cases; "
-                  f"ET tree: {et_src or 'none'}", markup=False)
+                  f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
+    results = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("running", total=len(cases) * max(1, len(devices)) + len(models))
 
         def on_result(result) -> None:
             if result.device != HOST:
                 progress.advance(task)
-            first = result.reason.splitlines()[0] if result.reason else ""
-            outcome = (result.expectation or {}).get("outcome")
-            if outcome == "known":
-                progress.console.print(f"KNOWN {result.expectation['id']}: {result.status} {result.case}"
-                                       f"@{result.device} {result.variant}", markup=False, style="yellow")
-            elif outcome == "unexpected-pass":
-                progress.console.print(f"UNEXPECTED PASS {result.case}@{result.device} {result.variant}: "
-                                       f"expectation {result.expectation['id']} may be fixed upstream", markup=False,
-                                       style="magenta")
-            elif counts_as_failure(result):
-                progress.console.print(f"{result.status} {result.case}@{result.device} {result.variant}: {first}",
-                                       markup=False, style="red")
+            report_line(result, progress.console, counts_as_failure)
 
-        results = run_cases(cases, devices, et_src, store, seed=args.seed, repeat=args.repeat, on_result=on_result)
-        for model in models:
-            results += run_models([model], et_src, store, on_result=on_result)
-            progress.advance(task)
+        runner.schedule(cases)
+        try:
+            for case in [*cases, *models]:
+                for device in runner.devices_for(case):
+                    for result in runner.run(case, device):
+                        store.append(result)
+                        results.append(result)
+                        on_result(result)
+                if not isinstance(case, KernelCase):
+                    progress.advance(task)
+        finally:
+            runner.close()
     print_summary(summarize(results), console)
     console.print(f"results: {results_path}", markup=False)
     if args.report:
         write_report([results_path], Path(args.report), console)
     return EXIT_FAIL if any(counts_as_failure(r) for r in results) else 0
+
+
+def report_line(result, console, counts_as_failure) -> None:
+    """One line for a known bug, an unexpected pass or a failure (passes and skips stay quiet)."""
+    first = result.reason.splitlines()[0] if result.reason else ""
+    where = f"{result.case}@{result.device}" + (f" {result.rule}" if result.rule else "")
+    outcome = (result.expectation or {}).get("outcome")
+    if outcome == "known":
+        console.print(f"KNOWN {result.expectation['id']}: {result.status} {where}", markup=False, style="yellow")
+    elif outcome == "unexpected-pass":
+        console.print(f"UNEXPECTED PASS {where}: expectation {result.expectation['id']} may be fixed upstream",
+                      markup=False, style="magenta")
+    elif counts_as_failure(result):
+        console.print(f"{result.status} {where}: {first}", markup=False, style="red")
+
+
+def summarize(results) -> dict[str, Counter]:
+    """Counts per status, per device; known bugs and unexpected passes counted apart."""
+    table: dict[str, Counter] = {}
+    for result in results:
+        outcome = (result.expectation or {}).get("outcome")
+        column = {"known": "KNOWN", "unexpected-pass": "UNEXPECTED_PASS"}.get(outcome, result.status)
+        table.setdefault(result.device, Counter())[column] += 1
+    return table
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -1,5 +1,8 @@
 """The Vulkan delegate as the runtime sees it, decoded with executorch's own serialization module.
 
+The records (``Delegate``, ``VkOp``, ``VkTensorInfo``) live in the data model
+(``vkdiff.harness.datamodel.vkgraph``); this module only fills them.
+
 ``VulkanBackend.preprocess`` on a copy of a lowered module's ``original_module``
 reproduces the delegate byte for byte (30-byte ``VH00`` header + ``VkGraph``
 flatbuffer + constant bytes); constants that carry a ``named_key`` live in the
@@ -10,78 +13,11 @@ constant as a numpy array in the dtype and dims the graph declares.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-from collections import Counter
 from typing import Any
 
 import numpy as np
 
-VK_DTYPES = {0: np.bool_, 1: np.uint8, 2: np.int8, 3: np.int32, 4: np.float16, 5: np.float32, 6: np.float64,
-             7: np.int64}
-"""``VkDataType`` → numpy dtype."""
-
-
-@dataclasses.dataclass(kw_only=True)
-class VkTensorInfo:
-    """One tensor value of the graph."""
-
-    id: int
-    """Value id."""
-    dtype: str
-    """numpy dtype name."""
-    dims: list[int]
-    """Sizes in PyTorch (NCHW) order."""
-    constant_id: int
-    """Index into the graph's constants, -1 for activations."""
-    storage: str
-    """``VkStorageType`` name (``DEFAULT_STORAGE`` when the pass left it to the runtime)."""
-    layout: str
-    """``VkMemoryLayout`` name."""
-
-
-@dataclasses.dataclass(kw_only=True)
-class VkOp:
-    """One operator call of the chain."""
-
-    index: int
-    """Position in the chain."""
-    name: str
-    """Operator, e.g. ``et_vk.linear_q4gsw.default``."""
-    args: list[int]
-    """Value ids in schema order (outputs last)."""
-
-
-@dataclasses.dataclass(kw_only=True)
-class Delegate:
-    """A decoded Vulkan delegate: op chain, values, constants."""
-
-    ops: list[VkOp]
-    values: list[dict[str, Any]]
-    """Every value as ``{"kind": "Tensor"|"Int"|..., ...fields}``."""
-    tensors: dict[int, VkTensorInfo]
-    constants: dict[int, np.ndarray]
-    """Constant tensors by value id, in their declared dtype and dims."""
-    constant_keys: dict[int, str]
-    """Named-data key (sha256 of the bytes) or ``"inline:<offset>"`` by value id."""
-    input_ids: list[int]
-    output_ids: list[int]
-    blob_size: int
-    """Bytes of the delegate blob (constants in the named data store not included)."""
-
-    def ops_named(self, name: str) -> list[VkOp]:
-        """Ops whose name starts with ``name`` (``et_vk.linear_q4gsw`` matches ``.default``)."""
-        return [op for op in self.ops if op.name == name or op.name.startswith(name + ".")]
-
-    def op_counts(self) -> Counter:
-        return Counter(op.name for op in self.ops)
-
-    def value(self, vid: int) -> Any:
-        """Scalar payload of a non-tensor value (Int, Double, Bool, String, lists), None for Null."""
-        value = self.values[vid]
-        for field in ("int_val", "double_val", "bool_val", "string_val", "items", "value"):
-            if field in value:
-                return value[field]
-        return None
+from vkdiff.harness.datamodel import VK_DTYPES, Delegate, VkOp, VkTensorInfo
 
 
 def _value_dict(vk_value: Any) -> dict[str, Any]:
@@ -138,8 +74,3 @@ def _as_array(raw: bytes, info: VkTensorInfo) -> np.ndarray:
     count = int(np.prod(info.dims)) if info.dims else 1
     data = np.frombuffer(raw, dtype=dtype, count=min(count, len(raw) // dtype.itemsize))
     return data.reshape(info.dims) if data.size == count else data.copy()
-
-
-def content_hash(array: np.ndarray) -> str:
-    """Identity of a constant's bytes (two repacks of one tied weight hash equal)."""
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]

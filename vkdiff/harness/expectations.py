@@ -10,8 +10,7 @@ from typing import Sequence
 
 import yaml
 
-from vkdiff.harness.status import Status
-from vkdiff.harness.store import Result
+from vkdiff.harness.datamodel import Result, Status
 
 DATA = Path(__file__).parents[1] / "cases" / "expectations.yaml"
 
@@ -23,8 +22,8 @@ class Expectation:
     id: str
     case: str
     """Regex over case ids."""
-    variant: str = ""
-    """Regex over variants (empty: any)."""
+    rule: tuple[str, ...] = ()
+    """Rules of a model case the bug shows in (empty: any, and every kernel case)."""
     device: str | tuple[str, ...] = "all"
     """Device slugs, or ``all``."""
     status: tuple[str, ...] = ()
@@ -35,10 +34,10 @@ class Expectation:
     reason: str = ""
 
     def applies_to(self, result: Result) -> bool:
-        """Same case, variant and device: the bug's territory, whatever the outcome."""
+        """Same case, rule and device: the bug's territory, whatever the outcome."""
         devices = (self.device,) if isinstance(self.device, str) else self.device
         return (re.search(self.case, result.case) is not None
-                and (not self.variant or re.search(self.variant, result.variant) is not None)
+                and (not self.rule or result.rule in self.rule)
                 and ("all" in devices or result.device in devices))
 
     def explains(self, result: Result) -> bool:
@@ -50,7 +49,7 @@ class Expectation:
 def load(path: Path = DATA) -> tuple[Expectation, ...]:
     """Every expectation of the data file."""
     entries = yaml.safe_load(path.read_text()) or []
-    return tuple(Expectation(**{**e, "status": tuple(e.get("status", ())),
+    return tuple(Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
                                 "device": e["device"] if isinstance(e.get("device", "all"), str) else tuple(e["device"])})
                  for e in entries)
 

@@ -1,123 +1,83 @@
 """Evaluate a decoded Vulkan delegate with the numpy reference ops, on its own constants.
 
 This answers "does the fused program compute the same function as the model?"
-without any GPU: every ``et_vk`` op runs through ``vkdiff.reference``; the handful of
-aten ops that fill the gaps between fused ops are numpy one-liners. Values are kept
-in float64; constants are read in the dtype the delegate stores them (so float16
-scales of a ``force_fp16`` lowering are what the reference sees).
+without any GPU: every call is bound to its schema (``Delegate.bind``) and evaluated by
+the reference op of the same name (``vkdiff.reference.OPS``). Tensor arguments are
+taken in the dtype the graph declares for them (constants as stored, so float16
+scales of a ``force_fp16`` lowering are what the reference sees; activations rounded
+as the device stores them); the reference computes in float64; each output takes the
+dims the graph declares. Dtype arguments the serializer wrote as ``Null`` are read
+back from the outputs (``DTYPE_FROM_OUTPUT``).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from vkdiff import reference
-from vkdiff.harness.delegate import Delegate, VkOp
-
-
-class UnsupportedOpError(NotImplementedError):
-    """The interpreter has no reference for an op of the delegate (→ ``NOT_RUN`` for numerics)."""
-
+from vkdiff.harness.datamodel import DTYPE_FROM_OUTPUT, Call, Delegate, UnknownOpError, schema_of
 
 Env = dict[int, np.ndarray]
-OpFn = Callable[[Delegate, VkOp, Env], None]
-OPS: dict[str, OpFn] = {}
+UnsupportedOpError = reference.UnsupportedOpError
+"""An op of the delegate has no schema or no reference (→ ``NOT_RUN`` for numerics)."""
 
 
-def op(*names: str) -> Callable[[OpFn], OpFn]:
-    def wrap(fn: OpFn) -> OpFn:
-        for name in names:
-            OPS[name] = fn
-        return fn
-    return wrap
-
-
-def _arg(delegate: Delegate, env: Env, vid: int):
+def _value(delegate: Delegate, env: Env, vid: int) -> Any:
+    """A value as a reference op takes it: tensors in their declared dtype, lists element-wise, scalars as is."""
     if vid in env:
-        return env[vid]
-    if vid in delegate.constants:
-        return delegate.constants[vid]
-    return delegate.value(vid)
+        array = env[vid]
+    elif vid in delegate.constants:
+        array = delegate.constants[vid]
+    elif vid in delegate.tensors:
+        raise UnsupportedOpError(f"value %{vid} is read before any op writes it")
+    else:
+        value = delegate.value(vid)
+        if delegate.values[vid].get("kind") == "ValueList":
+            return [_value(delegate, env, item) for item in value]
+        return value
+    return np.asarray(array).astype(delegate.tensors[vid].dtype, copy=False)
 
 
-@op("et_vk.linear_q4gsw.default")
-def _linear_q4gsw(d: Delegate, o: VkOp, env: Env) -> None:
-    x, w, s, g, b = (_arg(d, env, a) for a in o.args[:5])
-    env[o.args[5]] = reference.linear_q4gsw(x, w, s, g, b)
+def arguments(delegate: Delegate, call: Call, env: Env) -> dict[str, Any]:
+    """The call's arguments by schema name, with ``Null`` dtypes recovered from its outputs."""
+    args = {name: _value(delegate, env, vid) for name, vid in call.args.items()}
+    for name, index in DTYPE_FROM_OUTPUT.get(call.schema.name, {}).items():
+        if args.get(name) is None and index < len(call.outputs) and call.outputs[index] in delegate.tensors:
+            args[name] = delegate.tensors[call.outputs[index]].dtype
+    return args
 
 
-@op("et_vk.linear_dq8ca_q4gsw.default")
-def _linear_dq8ca(d: Delegate, o: VkOp, env: Env) -> None:
-    x, s_x, zp, w, ws, s, g, b = (_arg(d, env, a) for a in o.args[:8])
-    env[o.args[8]] = reference.linear_dq8ca_q4gsw(x, s_x, zp, w, ws, s, g, b)
+def _store(delegate: Delegate, env: Env, call: Call, produced: Any) -> None:
+    values = produced if isinstance(produced, tuple) else (produced,)
+    if len(values) != len(call.outputs):
+        raise UnsupportedOpError(f"{call.op.name} returned {len(values)} outputs, the graph declares "
+                                 f"{len(call.outputs)}")
+    for vid, value in zip(call.outputs, values):
+        array = np.asarray(value)
+        dims = delegate.tensors[vid].dims if vid in delegate.tensors else None
+        env[vid] = array.reshape(dims) if dims is not None and array.size == int(np.prod(dims)) else array
 
 
-@op("et_vk.embedding_q4gsw.default")
-def _embedding(d: Delegate, o: VkOp, env: Env) -> None:
-    w, s, g, idx = (_arg(d, env, a) for a in o.args[:4])
-    linear = bool(_arg(d, env, o.args[4])) if len(o.args) > 5 else False
-    env[o.args[-1]] = reference.embedding_q4gsw(np.asarray(idx).astype(np.int64), w, s, g, linear)
-
-
-@op("torchao.choose_qparams_affine.default")
-def _choose_qparams(d: Delegate, o: VkOp, env: Env) -> None:
-    x = _arg(d, env, o.args[0])
-    scale_id, zp_id = d.value(o.args[-1])
-    zp_dtype = np.dtype(d.tensors[zp_id].dtype)
-    scale, zp = reference.choose_qparams_per_token_asymmetric(np.asarray(x, dtype=np.float32),
-                                                              zero_point_dtype=zp_dtype)
-    env[scale_id] = scale.reshape(d.tensors[scale_id].dims)
-    env[zp_id] = zp.reshape(d.tensors[zp_id].dims)
-
-
-def _binary(fn):
-    def run(d: Delegate, o: VkOp, env: Env) -> None:
-        a, b = (np.asarray(_arg(d, env, v), dtype=np.float64) for v in o.args[:2])
-        env[o.args[-1]] = fn(a, b)
-    return run
-
-
-OPS["aten.add.Tensor"] = _binary(np.add)
-OPS["aten.sub.Tensor"] = _binary(np.subtract)
-OPS["aten.mul.Tensor"] = _binary(np.multiply)
-OPS["aten.div.Tensor"] = _binary(np.divide)
-
-
-@op("aten.sigmoid.default")
-def _sigmoid(d: Delegate, o: VkOp, env: Env) -> None:
-    env[o.args[-1]] = 1.0 / (1.0 + np.exp(-np.asarray(_arg(d, env, o.args[0]), dtype=np.float64)))
-
-
-@op("aten.silu.default")
-def _silu(d: Delegate, o: VkOp, env: Env) -> None:
-    x = np.asarray(_arg(d, env, o.args[0]), dtype=np.float64)
-    env[o.args[-1]] = x / (1.0 + np.exp(-x))
-
-
-@op("aten.view_copy.default", "aten._unsafe_view.default", "aten.squeeze_copy.dims", "aten.unsqueeze_copy.default",
-    "aten.clone.default", "aten._to_copy.default")
-def _reshape(d: Delegate, o: VkOp, env: Env) -> None:
-    out = o.args[-1]
-    env[out] = np.asarray(_arg(d, env, o.args[0])).reshape(d.tensors[out].dims)
-
-
-@op("aten.permute_copy.default")
-def _permute(d: Delegate, o: VkOp, env: Env) -> None:
-    env[o.args[-1]] = np.transpose(np.asarray(_arg(d, env, o.args[0])), d.value(o.args[1]))
+def _has_reference(op: str) -> bool:
+    try:
+        return schema_of(op).name in reference.OPS
+    except UnknownOpError:
+        return False
 
 
 def run(delegate: Delegate, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Outputs of the delegate for ``inputs`` (in ``input_ids`` order), float64.
 
     Raises:
-        UnsupportedOpError: an op has no reference (names the op).
+        UnsupportedOpError: an op has no schema or no reference (names every such op).
     """
-    missing = sorted({o.name for o in delegate.ops if o.name not in OPS})
+    missing = sorted(name for name in {o.name for o in delegate.ops} if not _has_reference(name))
     if missing:
         raise UnsupportedOpError(f"no reference for {', '.join(missing)}")
     env: Env = {vid: np.asarray(x) for vid, x in zip(delegate.input_ids, inputs)}
     for operation in delegate.ops:
-        OPS[operation.name](delegate, operation, env)
+        call = delegate.bind(operation)
+        _store(delegate, env, call, reference.evaluate(call.schema.name, arguments(delegate, call, env)))
     return [np.asarray(env[vid], dtype=np.float64) for vid in delegate.output_ids]

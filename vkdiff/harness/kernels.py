@@ -1,37 +1,48 @@
-"""Running kernel cases: seeded inputs → numpy reference → ET-VK launcher → comparison → Result."""
+"""Running kernel cases: seeded arguments → numpy reference → ET-VK launcher → comparison → Result.
+
+Nothing here knows an op: the case's suite draws its arguments by schema name
+(``vkdiff.cases.kernels``), ``vkdiff.reference`` computes the expected output of the op
+of the same name, and the launcher registered under that name runs it
+(``vkdiff.device.launchers``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import itertools
 import time
 import traceback
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from vkdiff import reference
-from vkdiff.cases.kernels import KernelCase
+from vkdiff.cases.kernels import KernelCase, suite_of
 from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
 from vkdiff.device.build import BuildError
-from vkdiff.device.context import DeviceContext, Launch, VariantMissingError
-from vkdiff.device.launchers.linear_q4gsw import linear_q4gsw
+from vkdiff.device.context import DeviceContext, VariantMissingError
+from vkdiff.device.graph import Launch
+from vkdiff.device.launchers import run_op
+from vkdiff.device.layouts import unwritten_mask
 from vkdiff.device.spirv import SpirvOptMissingError
-from vkdiff.harness.compare import ErrorStatistics, Tolerance
-from vkdiff.harness.status import Status
-from vkdiff.harness.store import Result, clip, versions
+from vkdiff.harness.compare import ErrorStatistics
+from vkdiff.harness.datamodel import Result, Status, Tolerance, clip, versions
 
-NP_DTYPES = {"fp32": np.float32, "fp16": np.float16}
+PREPARE_BLAS_THREADS = 1
+"""BLAS threads for preparing references: float64 matmuls of kernel cases are small, and an
+OpenBLAS pool per process spins every core (16 xdist workers × 16 threads on a GPU runner)."""
 
 
 @dataclasses.dataclass(kw_only=True)
 class Prepared:
-    """A case's inputs and its expected output, computed once per case."""
+    """A case's arguments and its expected output, computed once per data id."""
 
-    inputs: dict[str, np.ndarray]
-    """Arguments passed to the launcher."""
+    args: dict[str, Any]
+    """The op's arguments by schema name, as the launcher receives them."""
     expected: np.ndarray
     """float64 reference output."""
     magnitude: np.ndarray | None
@@ -40,75 +51,25 @@ class Prepared:
     """Policy row for this output."""
 
 
-@dataclasses.dataclass(kw_only=True, frozen=True)
-class KernelExecutor:
-    """How to prepare and launch one operator's cases."""
+@functools.lru_cache(maxsize=None)
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
 
-    prepare: Callable[[KernelCase, np.random.Generator], Prepared]
-    launch: Callable[[DeviceContext, KernelCase, Prepared], Launch]
-
-
-def prepare_linear_q4gsw(case: KernelCase, rng: np.random.Generator) -> Prepared:
-    """Uniformly random packed int4 weights (all 16 codes in both nibbles) and positive group scales.
-
-    Scales are rounded to the kernel dtype before the reference sees them, so the
-    reference evaluates exactly the constants the shader reads. The weight is
-    dequantized once: for the expected output and for the accumulation magnitude.
-    """
-    m, k, n, g = (case.size(d) for d in "MKNg")
-    dtype = NP_DTYPES[case.dtype]
-    x = rng.standard_normal((m, k)).astype(dtype)
-    packed = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
-    scales = (rng.uniform(0.5, 1.5, (n, k // g)) / (8 * np.sqrt(k))).astype(np.float32)
-    scales_t = reference.transpose_scales(scales, pad_to=4).astype(dtype)
-    bias = rng.standard_normal(n).astype(dtype) if case.bias else None
-    weight = reference.dequantize_q4gsw_weight(packed, scales_t, g, k)
-    expected = reference.linear_float64(x, weight, bias)
-    magnitude = reference.linear_float64(np.abs(x), np.abs(weight, out=weight),
-                                         None if bias is None else np.abs(bias))
-    return Prepared(inputs={"x": x, "packed_weight": packed, "scales": scales_t, "bias": bias},
-                    expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(dtype))
+    return ThreadpoolController()
 
 
-def launch_linear_q4gsw(ctx: DeviceContext, case: KernelCase, prepared: Prepared) -> Launch:
-    weight_storage = None if case.weight_storage == "auto" else case.weight_storage
-    return linear_q4gsw(ctx, group_size=case.size("g"), io_storage=case.storage, weight_storage=weight_storage,
-                        **prepared.inputs)
-
-
-EXECUTORS: dict[str, KernelExecutor] = {
-    "linear_q4gsw": KernelExecutor(prepare=prepare_linear_q4gsw, launch=launch_linear_q4gsw),
-}
-
-_EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
-    (VariantMissingError, Status.NOT_RUN),
-    (SpirvOptMissingError, Status.NOT_RUN),
-    (BuildError, Status.BUILD_FAIL),
-    (ShaderLoadError, Status.NOT_SUPPORTED),
-    (DeviceLimitError, Status.NOT_SUPPORTED),
-    (DispatchError, Status.ERROR),
-)
-
-
-def status_of_exception(exc: BaseException) -> tuple[Status, str]:
-    """Map a pipeline stage's exception to its status and a one-line reason."""
-    for kind, status in _EXCEPTION_STATUS:
-        if isinstance(exc, kind):
-            return status, str(exc)
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
-    return Status.ERROR, f"{type(exc).__name__}: {exc}{at}"
-
-
-def not_run(case: KernelCase, device: str, reason: str, repro: str = "") -> Result:
-    """A result for a case whose prerequisite is absent."""
-    return Result(case=case.id, op=case.op, variant=case.variant, device=device, status=Status.NOT_RUN.name,
-                  reason=reason, repro=repro, versions=versions())
+def capped_blas() -> contextlib.AbstractContextManager:
+    """Limit numpy's BLAS to ``PREPARE_BLAS_THREADS`` threads inside the block."""
+    return _blas_controller().limit(limits=PREPARE_BLAS_THREADS, user_api="blas")
 
 
 def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
-    """Seeded inputs and the reference output of a case; computed once and shared by every device."""
-    return EXECUTORS[case.op].prepare(case, np.random.default_rng(case.seed(session_seed)))
+    """Seeded arguments and the reference output of a case; computed once and shared by every device."""
+    rng = np.random.default_rng(case.seed(session_seed))
+    with capped_blas():
+        args = suite_of(case).make_args(case, rng)
+        expected, magnitude = reference.evaluate_with_magnitude(case.op, args)
+    return Prepared(args=args, expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(case.np_dtype))
 
 
 def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
@@ -121,7 +82,7 @@ def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
 
 def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
                     ahead: int = 2) -> Iterator[tuple[KernelCase, Prepared | None]]:
-    """Each case with its inputs and reference, prepared once per data id, ``ahead`` data ids in advance.
+    """Each case with its arguments and reference, prepared once per data id, ``ahead`` data ids in advance.
 
     Preparation runs on one worker thread: numpy's BLAS and ufuncs and wgpu's native calls
     release the GIL, so the next reference is computed while the device runs the current
@@ -146,25 +107,54 @@ def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
                 yield case, prepared
 
 
+_EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
+    (VariantMissingError, Status.NOT_RUN),
+    (SpirvOptMissingError, Status.NOT_RUN),
+    (BuildError, Status.BUILD_FAIL),
+    (ShaderLoadError, Status.NOT_SUPPORTED),
+    (DeviceLimitError, Status.NOT_SUPPORTED),
+    (DispatchError, Status.ERROR),
+)
+
+
+def status_of_exception(exc: BaseException) -> tuple[Status, str]:
+    """Map a pipeline stage's exception to its status and a one-line reason."""
+    for kind, status in _EXCEPTION_STATUS:
+        if isinstance(exc, kind):
+            return status, str(exc)
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
+    return Status.ERROR, f"{type(exc).__name__}: {exc}{at}"
+
+
+def base_result(case: KernelCase, device: str, status: Status, **fields: Any) -> Result:
+    """A result of ``case`` on ``device`` with the case's identity filled in."""
+    return Result(case=case.id, op=case.op, variant=case.variant, knobs=case.knobs, shape=case.sizes,
+                  device=device, status=status.name, versions={**versions(), **fields.pop("versions", {})}, **fields)
+
+
+def launch(ctx: DeviceContext, case: KernelCase, prepared: Prepared) -> Launch:
+    """Run the case's op through its registered launcher on ``ctx``."""
+    return run_op(ctx, case.op, prepared.args, storage=case.storage, **dict(case.options))
+
+
 def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, repeat: int = 1,
              repro: str = "", prepared: Prepared | None = None) -> Result:
     """Run one kernel case on one device; never raises (failures become statuses).
 
     Args:
-        prepared (Prepared | None): the case's inputs and reference, when already computed.
+        prepared (Prepared | None): the case's arguments and reference, when already computed.
     """
     start = time.perf_counter()
-    result = Result(case=case.id, op=case.op, variant=case.variant, device=ctx.info.slug, status=Status.ERROR.name,
-                    seed=case.seed(session_seed), repro=repro, device_info=ctx.info.to_dict(),
-                    versions={**versions(), "et_tree": ctx.builder.tree})
+    result = base_result(case, ctx.info.slug, Status.ERROR, seed=case.seed(session_seed), repro=repro,
+                         device_info=ctx.info.to_dict(), versions={"et_tree": ctx.builder.tree})
     try:
-        executor = EXECUTORS[case.op]
         prepared = prepared or prepare_case(case, session_seed)
-        launch = executor.launch(ctx, case, prepared)
-        _record_launch(result, launch, prepared)
+        first = launch(ctx, case, prepared)
+        record_launch(result, first, prepared)
         for _ in range(repeat - 1):
-            again = executor.launch(ctx, case, prepared)
-            if again.output.tobytes() != launch.output.tobytes():
+            again = launch(ctx, case, prepared)
+            if again.output.tobytes() != first.output.tobytes():
                 result.status = Status.NONDETERMINISTIC.name
                 result.reason = "repeat runs differ bitwise"
                 break
@@ -175,15 +165,14 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
     return result
 
 
-def _record_launch(result: Result, launch: Launch, prepared: Prepared) -> None:
-    from vkdiff.device.layouts import unwritten_mask
-
-    stats = ErrorStatistics.from_arrays(launch.output, prepared.expected, prepared.tolerance,
-                                        prepared.magnitude, unwritten_mask(launch.output))
+def record_launch(result: Result, launched: Launch, prepared: Prepared) -> None:
+    """Compare a launch's output with the reference and write the verdict and evidence into ``result``."""
+    stats = ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance,
+                                        prepared.magnitude, unwritten_mask(launched.output))
     status = stats.status()
     result.status = status.name
     result.reason = "" if status is Status.PASS else clip(stats.message())
-    result.shader, result.shaders = launch.variant, list(launch.shaders)
+    result.shader, result.shaders = launched.variant, list(launched.shaders)
     result.metrics, result.tolerance = stats.to_dict(), prepared.tolerance.to_dict()
-    result.flags = ["polyfilled"] if launch.polyfilled else []
-    result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launch.dispatch.items()}
+    result.flags = ["polyfilled"] if launched.polyfilled else []
+    result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launched.dispatch.items()}

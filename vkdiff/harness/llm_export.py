@@ -8,7 +8,7 @@ knobs, Vulkan enabled, KV cache, dynamic shapes, ``use_sdpa_with_kv_cache``::
     export_to_edge → to_backend([get_vulkan_partitioner]) → to_executorch
 
 The edge program after ``to_backend`` is kept: its Vulkan delegates (the blobs the ``.pte``
-carries), op counts and ``dequantize_affine`` dtypes come from ``vkdiff.harness.lower``'s
+carries), op counts and ``dequantize_affine`` dtypes come from ``vkdiff.harness.edge``'s
 helpers. No tokenizer or checkpoint is downloaded: ``vkdiff.cases.llm`` generates the checkpoint.
 
 ``LLM_RECIPES`` holds one recipe per variant (``llm-<variant>``) that turns the case's float
@@ -27,9 +27,9 @@ from collections import Counter
 from typing import Any, Callable
 
 from vkdiff.cases import llm as llm_cases
-from vkdiff.cases.models import ModelCase
-from vkdiff.harness.lower import (LoweredCase, _call_targets, _decoded_delegates, _dequantize_dtypes,
-                                  _lowered_modules, _stage, memoise_vulkan_patterns)
+from vkdiff.cases.model_case import ModelCase
+from vkdiff.harness.edge import (LoweredCase, call_targets, decoded_delegates, dequantize_dtypes, lowered_modules,
+                                 memoise_vulkan_patterns, stage)
 
 
 def quiet_stdout():
@@ -79,13 +79,13 @@ def lower_llm(case: ModelCase) -> LoweredCase:
         ``dequantize_affine`` output dtypes, the ``.pte`` bytes and the wall time.
 
     Raises:
-        vkdiff.harness.lower.LowerError: a stage failed; the message starts with the stage
+        vkdiff.harness.edge.LowerError: a stage failed; the message starts with the stage
             (``checkpoint``, ``config``, ``validate``, ``prepare[<qmode>]``, ``export``, ``export_to_edge``,
             ``to_backend[vulkan]``, ``decode``, ``to_executorch``) and names the failing pass when known.
         ValueError: ``case`` is not an ``export_llama`` case.
     """
-    if case.pipeline != "export_llama" or not case.knobs:
-        raise ValueError(f"Unsupported pipeline for lower_llm: {case.pipeline!r} with knobs {case.knobs!r} "
+    if case.pipeline != "export_llama" or not case.options:
+        raise ValueError(f"Unsupported pipeline for lower_llm: {case.pipeline!r} with options {case.options!r} "
                          "(expected an export_llama case of vkdiff.cases.llm)")
     from executorch.examples.models.llama import export_llama_lib as lib
     from executorch.extension.llm.export.partitioner_lib import get_vulkan_partitioner
@@ -93,27 +93,27 @@ def lower_llm(case: ModelCase) -> LoweredCase:
     start = time.perf_counter()
     memoise_vulkan_patterns()
     with tempfile.TemporaryDirectory(prefix="vkdiff-llm-") as output_dir, quiet_stdout():
-        knobs = dict(case.knobs)
-        checkpoint, params = _stage("checkpoint", llm_cases.checkpoint_paths, llm_cases.TINY,
+        knobs = dict(case.options)
+        checkpoint, params = stage("checkpoint", llm_cases.checkpoint_paths, llm_cases.TINY,
                                     knobs["checkpoint_dtype"])
-        cfg = _stage("config", llm_config, knobs, str(checkpoint), str(params), output_dir)
-        _stage("validate", lib._validate_args, cfg)
-        _, quantizers, _ = _stage("quantizers", lib.get_quantizer_and_quant_params, cfg)
-        builder = _stage(f"prepare[{cfg.quantization.qmode}]", lib._prepare_for_llama_export, cfg)
-        builder = _stage("export", builder.export)
-        _stage("run_canonical_optimizations", builder.run_canonical_optimizations)
-        builder = _stage("export_to_edge", lambda: builder.pt2e_quantize(quantizers).export_to_edge())
-        partitioner = _stage("partitioner", get_vulkan_partitioner, cfg.model.dtype_override.value,
+        cfg = stage("config", llm_config, knobs, str(checkpoint), str(params), output_dir)
+        stage("validate", lib._validate_args, cfg)
+        _, quantizers, _ = stage("quantizers", lib.get_quantizer_and_quant_params, cfg)
+        builder = stage(f"prepare[{cfg.quantization.qmode}]", lib._prepare_for_llama_export, cfg)
+        builder = stage("export", builder.export)
+        stage("run_canonical_optimizations", builder.run_canonical_optimizations)
+        builder = stage("export_to_edge", lambda: builder.pt2e_quantize(quantizers).export_to_edge())
+        partitioner = stage("partitioner", get_vulkan_partitioner, cfg.model.dtype_override.value,
                              cfg.model.enable_dynamic_shape, cfg.backend.vulkan.force_fp16)
-        builder = _stage("to_backend[vulkan]", builder.to_backend, [partitioner])
+        builder = stage("to_backend[vulkan]", builder.to_backend, [partitioner])
         gm = builder.edge_manager.exported_program().graph_module
-        delegates = _stage("decode", _decoded_delegates, gm)
-        top = _call_targets(gm)
+        delegates = stage("decode", decoded_delegates, gm)
+        top = call_targets(gm)
         inner: Counter = Counter()
-        for _, sub in _lowered_modules(gm):
-            inner.update(_call_targets(sub.original_module.graph_module))
-        dequantize = _dequantize_dtypes(gm)
-        builder = _stage("to_executorch", builder.to_executorch, passes=_additional_passes(cfg))
+        for _, sub in lowered_modules(gm):
+            inner.update(call_targets(sub.original_module.graph_module))
+        dequantize = dequantize_dtypes(gm)
+        builder = stage("to_executorch", builder.to_executorch, passes=_additional_passes(cfg))
         pte = builder.export_program.buffer
     partitions = sum(top.pop(name) for name in [n for n in top if n.endswith("executorch_call_delegate")])
     return LoweredCase(case_id=case.id, delegates=delegates, partitions=partitions,
@@ -168,7 +168,7 @@ def quantize_like_export_llama(model, inputs=None, *, knobs: tuple[tuple[str, An
     Args:
         model (TokensAndPos): from the case's ``build``, checkpoint loaded in its saved dtype.
         inputs: unused (the recipe signature).
-        knobs (tuple): the case's knobs.
+        knobs (tuple): the case's pipeline options (``ModelCase.options``).
 
     Returns:
         The same wrapper, quantized, in eval mode.
@@ -187,7 +187,7 @@ def quantize_like_export_llama(model, inputs=None, *, knobs: tuple[tuple[str, An
 
 
 LLM_RECIPES: dict[str, Callable[..., Any]] = {
-    variant.recipe: functools.partial(quantize_like_export_llama, knobs=variant.knobs)
+    variant.recipe: functools.partial(quantize_like_export_llama, knobs=variant.options)
     for variant in llm_cases.VARIANTS}
-"""``llm-<variant>`` recipes, to be merged into ``vkdiff.harness.lower.RECIPES``."""
+"""``llm-<variant>`` recipes (``vkdiff.harness.recipes.RECIPES`` includes them)."""
 

@@ -10,16 +10,14 @@ from typing import Any
 import numpy as np
 
 from vkdiff import fusions
-from vkdiff.cases.models import ModelCase
-from vkdiff.fusions.registry import Finding, FusionContext
+from vkdiff.cases.model_case import ModelCase
+from vkdiff.fusions import Finding, FusionContext
 from vkdiff.harness import interpret
-from vkdiff.harness.compare import ErrorStatistics, Tolerance
-from vkdiff.harness.llm_export import LLM_RECIPES
-from vkdiff.harness.lower import RECIPES, LowerError, LoweredCase, lower, quiet_libraries
-from vkdiff.harness.status import Status
-from vkdiff.harness.store import HOST, Result, clip, versions
-
-RECIPES.update(LLM_RECIPES)
+from vkdiff.harness.compare import ErrorStatistics
+from vkdiff.harness.datamodel import HOST, Result, Status, Tolerance, clip, versions
+from vkdiff.harness.edge import LowerError, LoweredCase, quiet_libraries
+from vkdiff.harness.lower import lower
+from vkdiff.harness.recipes import RECIPES
 
 
 def eager(case: ModelCase) -> tuple[Any, tuple, list[list[str]]]:
@@ -71,31 +69,36 @@ def reference_output(lowered: LoweredCase, inputs: tuple, shape: tuple[int, ...]
     return out.reshape(shape)
 
 
-def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None) -> list[Result]:
-    """Lower one model case and run each of its rules; one Result per rule (never raises)."""
+def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None, repro: str = "") -> list[Result]:
+    """Lower one model case and run each of its rules; one Result per rule (never raises).
+
+    Args:
+        case (ModelCase): the case.
+        shader_variants (frozenset | None): variant names of the ExecuTorch tree, when one is given.
+        repro (str): the command that reruns the case, recorded on every result.
+    """
     start = time.perf_counter()
-    base = dict(case=case.id, op=case.name, device=HOST, versions=versions(), seed=case.seed(),
-                repro=f"vkdiff run --models --cases '^{case.id.replace('[', chr(92) + '[').replace(']', chr(92) + ']')}$'")
+    base = dict(case=case.id, op=case.name, device=HOST, variant=case.variant, knobs=case.knobs,
+                versions=versions(), seed=case.seed(), repro=repro)
     try:
         with quiet_libraries():
             lowered = lower(case)
     except LowerError as exc:
         refused = bool(case.accept_refusal) and re.search(case.accept_refusal, str(exc)) is not None
         status, reason = (Status.PASS, f"refused as intended: {exc}") if refused else (Status.LOWER_FAIL, str(exc))
-        return [Result(variant=f"{case.variant}/lower", status=status.name, reason=clip(reason),
+        return [Result(rule="lower", status=status.name, reason=clip(reason),
                        seconds=round(time.perf_counter() - start, 3), **base)]
     try:
         with quiet_libraries():
             findings = _findings(case, lowered, shader_variants)
     except Exception as exc:  # a harness bug must not abort the run
-        return [Result(variant=f"{case.variant}/rules", status=Status.ERROR.name,
-                       reason=clip(f"{type(exc).__name__}: {exc}"), **base)]
+        return [Result(rule="rules", status=Status.ERROR.name, reason=clip(f"{type(exc).__name__}: {exc}"), **base)]
     seconds = round(time.perf_counter() - start, 3)
     results = []
     for rule, items in findings.items():
         worst = max(items, key=lambda f: (f.status.is_failure(), f.status))
         results.append(Result(
-            variant=f"{case.variant}/{rule}", status=worst.status.name,
+            rule=rule, status=worst.status.name,
             reason=clip("; ".join(f.message for f in items if f.status is not Status.PASS) or worst.message),
             metrics={"findings": [dict(status=f.status.name, message=f.message, **_jsonable(f.evidence))
                                   for f in items], "lower_seconds": lowered.seconds, "lower_cached": lowered.cached,

@@ -34,7 +34,8 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}device", metavar="SLUG", action="append", default=[],
               help="Adapter slug or name substring, repeatable (default: every Vulkan adapter; env VKDIFF_DEVICE)")
     addoption("--et-src", metavar="PATH", default=None,
-              help="ExecuTorch source tree with ET-VK shaders (env VKDIFF_ET_SRC)")
+              help="ExecuTorch tree with ET-VK shaders: a checkout, REPO@REV, a .tar.* of one, or 'none' (env "
+                   "VKDIFF_ET_SRC; default: the installed executorch's commit, fetched once)")
     addoption(f"--{prefix}repeat", metavar="N", type=parse_repeat, default=1,
               help="Run each case N times and flag bitwise differences as NONDETERMINISTIC")
     addoption(f"--{prefix}seed", metavar="INT", type=int, default=0,

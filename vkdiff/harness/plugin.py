@@ -13,9 +13,7 @@ import pytest
 
 from vkdiff.harness import hookspec
 from vkdiff.harness.options import add_run_options
-from vkdiff.harness.session import VkdiffSession
-
-SESSION_KEY = pytest.StashKey[VkdiffSession]()
+from vkdiff.harness.session import SESSION_KEY, VkdiffSession
 
 
 def pytest_addhooks(pluginmanager) -> None:
@@ -56,6 +54,13 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("markers", f"device_{slug.replace('-', '_')}: runs on Vulkan adapter {slug}")
 
 
+def pytest_sessionstart(session) -> None:
+    """Controller (or single process), unless only collecting: choose the tree, start a fresh results folder."""
+    vk = session.config.stash.get(SESSION_KEY, None)
+    if vk is not None and not vk.is_worker and not session.config.option.collectonly:
+        vk.start()
+
+
 class XdistHooks:
     """Hooks that exist only while pytest-xdist is loaded (``-p no:xdist`` must still work)."""
 
@@ -64,7 +69,7 @@ class XdistHooks:
         """xdist controller → worker: every worker writes into the controller's results folder."""
         session = node.config.stash.get(SESSION_KEY, None)
         if session is not None:
-            node.workerinput["vkdiff_results_dir"] = str(session.results_dir)
+            node.workerinput.update(session.worker_input())
 
     @staticmethod
     def pytest_handlecrashitem(crashitem, report, sched) -> None:
@@ -88,7 +93,7 @@ def pytest_vkdiff_run_item(item, session):
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Controller (or single process): merge every process's results and render the reports."""
     vk = session.config.stash.get(SESSION_KEY, None)
-    if vk is not None and not vk.is_worker:
+    if vk is not None and not vk.is_worker and not session.config.option.collectonly:
         vk.merged = vk.merge()
 
 

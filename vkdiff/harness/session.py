@@ -1,4 +1,9 @@
-"""State of one pytest session of the vkdiff plugin: items, devices, result files, merging."""
+"""State of one pytest session of the vkdiff plugin: items, the runner, result files, merging.
+
+Configuring a session only reads options and computes paths. What touches the disk or
+the network happens at session start (``start``: choose the ExecuTorch tree, clear the
+results folder), and never under ``--collect-only``.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +17,17 @@ from typing import TYPE_CHECKING, Any, Sequence
 import pytest
 
 from vkdiff.cases.kernels import KernelCase, all_cases
+from vkdiff.device.trees import TreeChoice
+from vkdiff.harness import store
+from vkdiff.harness.datamodel import CRASH_FLAG, HOST, Result, Status, clip, merge
 from vkdiff.harness.expectations import annotate, counts_as_failure
-from vkdiff.harness.status import Status
-from vkdiff.harness.store import HOST, Result, ResultStore, load
+from vkdiff.harness.runner import NO_DEVICE, Runner
 
 if TYPE_CHECKING:
-    from vkdiff.cases.models import ModelCase
+    from vkdiff.cases.model_case import ModelCase
 
-NO_DEVICE = "none"
+SESSION_KEY = pytest.StashKey["VkdiffSession"]()
+"""Where the session object lives on ``config.stash``."""
 
 
 class VkdiffFailure(AssertionError):
@@ -37,8 +45,6 @@ class VkdiffItem(pytest.Item):
         self.add_marker(f"device_{device.replace('-', '_')}")
 
     def runtest(self) -> None:
-        from vkdiff.harness.plugin import SESSION_KEY
-
         session = self.config.stash[SESSION_KEY]
         results = self.config.hook.pytest_vkdiff_run_item(item=self, session=session)
         results = results if isinstance(results, list) else [results]
@@ -56,7 +62,7 @@ class VkdiffItem(pytest.Item):
 
 def failure_text(result: Result) -> str:
     """Compact failure message: verdict, where, numbers, tolerance, repro."""
-    lines = [f"{result.status} {result.case}@{result.device} {result.variant}"]
+    lines = [f"{result.status} {result.case}@{result.device}" + (f" {result.rule}" if result.rule else "")]
     if result.shader:
         lines.append(f"shader: {result.shader}  dispatch: {result.dispatch}")
     if result.reason:
@@ -83,22 +89,27 @@ def apply_outcome(results: Sequence[Result]) -> None:
         raise VkdiffFailure("\n\n".join(failure_text(r) for r in failing))
     known = [r for r in results if (r.expectation or {}).get("outcome") == "known"]
     if known:
-        pytest.xfail("; ".join(f"known {r.expectation['id']}: {r.status} {r.variant}" for r in known))
+        pytest.xfail("; ".join(f"known {r.expectation['id']}: {r.status} {r.rule or r.variant}" for r in known))
     if results and all(Status[r.status].is_skip() for r in results):
         pytest.skip(f"{results[0].status}: {results[0].reason}")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Merged:
+    """What the controller wrote at the end of the session."""
+
     path: Path
+    """The merged results file."""
     count: int
+    """Results in it (one per key)."""
     pages: list[Path]
+    """HTML pages rendered, when ``--vkdiff-report`` was given."""
 
 
 class VkdiffSession:
     """Options, devices and result files of one process (controller or xdist worker)."""
 
-    def __init__(self, config, *, results_dir: Path, is_worker: bool):
+    def __init__(self, config, *, results_dir: Path, is_worker: bool, tree: TreeChoice | None = None):
         opt = config.option
         self.config = config
         self.cases_pattern: str | None = opt.vkdiff_cases
@@ -106,26 +117,51 @@ class VkdiffSession:
         self.repeat: int = opt.vkdiff_repeat
         self.seed: int = opt.vkdiff_seed
         self.suite: str = opt.vkdiff_suite
+        self.et_src: str | None = opt.et_src
         self.report_dir = Path(opt.vkdiff_report) if opt.vkdiff_report else None
         self.results_dir = results_dir
         self.is_worker = is_worker
-        self.et_src = _resolve_et_src(opt.et_src)
-        self.store = ResultStore(results_dir / f"results-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl")
-        self._contexts: dict[str, Any] = {}
+        self.tree = tree
         self.merged: Merged | None = None
-        self._last_prepared: tuple[str, Any] = ("", None)
 
     @classmethod
     def from_config(cls, config) -> "VkdiffSession":
+        """The session of this process; workers take the results folder and the tree from their controller."""
         worker_input = getattr(config, "workerinput", None)
         if worker_input is not None and "vkdiff_results_dir" in worker_input:
-            return cls(config, results_dir=Path(worker_input["vkdiff_results_dir"]), is_worker=True)
+            tree = TreeChoice(path=Path(worker_input["vkdiff_tree"]) if worker_input["vkdiff_tree"] else None,
+                              note=worker_input["vkdiff_tree_note"])
+            return cls(config, results_dir=Path(worker_input["vkdiff_results_dir"]), is_worker=True, tree=tree)
         opt = config.option
-        base = Path(opt.vkdiff_report) / "results" if opt.vkdiff_report else Path(config.rootpath) / "vkdiff-results" / "pytest"
-        if base.exists():
-            shutil.rmtree(base)
-        base.mkdir(parents=True, exist_ok=True)
+        base = (Path(opt.vkdiff_report) / "results" if opt.vkdiff_report
+                else Path(config.rootpath) / "vkdiff-results" / "pytest")
         return cls(config, results_dir=base, is_worker=False)
+
+    def start(self) -> None:
+        """Controller, at session start: choose the tree once for every worker, start a fresh results folder.
+
+        Raises:
+            pytest.UsageError: ``--et-src`` names no usable tree.
+        """
+        from vkdiff.device.trees import EtSourceError, choose_tree
+
+        try:
+            self.tree = choose_tree(self.et_src)
+        except EtSourceError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if self.results_dir.exists():
+            shutil.rmtree(self.results_dir)
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+
+    def worker_input(self) -> dict[str, str]:
+        """What an xdist worker needs from its controller."""
+        tree = self.tree or TreeChoice(path=None, note="the controller chose no tree")
+        return {"vkdiff_results_dir": str(self.results_dir), "vkdiff_tree": str(tree.path or ""),
+                "vkdiff_tree_note": tree.note}
+
+    @functools.cached_property
+    def store(self) -> store.ResultStore:
+        return store.ResultStore(self.results_dir / f"results-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl")
 
     @functools.cached_property
     def adapters(self) -> list[tuple[Any, Any]]:
@@ -135,6 +171,11 @@ class VkdiffSession:
             return select(self.selectors)
         except UnknownDeviceError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+    @functools.cached_property
+    def runner(self) -> Runner:
+        tree = self.tree or TreeChoice(path=None, note="no ExecuTorch tree was chosen for this session")
+        return Runner(tree=tree, adapters=self.adapters, seed=self.seed, repeat=self.repeat, et_src=self.et_src)
 
     def device_slugs(self) -> list[str]:
         return [info.slug for info, _ in self.adapters]
@@ -147,100 +188,38 @@ class VkdiffSession:
                 items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{slug}", nodeid=f"{case.id}@{slug}",
                                                  case=case, device=slug) for slug in slugs]
         if self.suite in ("all", "models"):
-            from vkdiff.cases.models import all_model_cases
+            from vkdiff.cases.catalog import all_model_cases
 
             items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{HOST}", nodeid=f"{case.id}@{HOST}",
                                              case=case, device=HOST) for case in all_model_cases(self.cases_pattern)]
         return items
 
-    def run(self, item: VkdiffItem) -> Result | list[Result]:
-        """Default ``pytest_vkdiff_run_item``: kernel case on its device, or model case on the host."""
-        if not isinstance(item.case, KernelCase):
-            from vkdiff.harness.models import check_case
-
-            return check_case(item.case, self._variants())
-        from vkdiff.harness.kernels import not_run, run_case
-        from vkdiff.harness.run import NO_ADAPTER, NO_TREE, repro_command
-
-        if item.device == NO_DEVICE:
-            return not_run(item.case, NO_DEVICE, NO_ADAPTER)
-        if self.et_src is None:
-            return not_run(item.case, item.device, NO_TREE, repro_command(item.case, item.device, None))
-        return run_case(self._context(item.device), item.case, session_seed=self.seed, repeat=self.repeat,
-                        prepared=self._prepared(item.case),
-                        repro=repro_command(item.case, item.device, self.et_src))
-
-    def _variants(self) -> frozenset[str] | None:
-        if self.et_src is None:
-            return None
-        return self._shader_builder.variants()
-
-    @functools.cached_property
-    def _shader_builder(self):
-        from vkdiff.device.build import ShaderBuilder
-
-        return ShaderBuilder(self.et_src)
-
-    def _context(self, slug: str):
-        if slug not in self._contexts:
-            from vkdiff.device.context import DeviceContext
-
-            info, adapter = next((i, a) for i, a in self.adapters if i.slug == slug)
-            self._contexts[slug] = DeviceContext(info, adapter, self._shader_builder)
-        return self._contexts[slug]
-
-    def _prepared(self, case: KernelCase):
-        """Inputs and reference of the last data id, shared by its storage variants and devices in this process."""
-        from vkdiff.harness.kernels import prepare_or_none
-
-        if self._last_prepared[0] != case.data_id:
-            self._last_prepared = (case.data_id, prepare_or_none(case, self.seed))
-        return self._last_prepared[1]
+    def run(self, item: VkdiffItem) -> list[Result]:
+        """Default ``pytest_vkdiff_run_item``: the runner on the item's case and device."""
+        return self.runner.run(item.case, item.device)
 
     def record(self, results: Sequence[Result]) -> None:
+        """Append an item's results (a hook that replaced the runner gets expectations attached here too)."""
         for result in results:
             annotate(result)
             self.store.append(result)
 
     def record_crash(self, nodeid: str, text: str) -> None:
         """The controller's record of an item whose worker crashed (the worker wrote nothing for it)."""
-        from vkdiff.cases.models import all_model_cases
-
-        name = nodeid.split("::")[-1]
-        case_id, _, device = name.rpartition("@")
-        known = {c.id: c for c in all_cases()} | {c.id: c for c in all_model_cases()}
-        variant = getattr(known.get(case_id), "variant", "unknown")
-        crash = Result(case=case_id, op=case_id.split("[")[0], variant=variant, device=device, flags=["crash"],
-                       status=Status.ERROR.name, reason=text[:400] + (" … " + text[-400:] if len(text) > 800 else ""))
-        ResultStore(self.results_dir / "results-controller.jsonl").append(crash)
+        case_id, _, device = nodeid.split("::")[-1].rpartition("@")
+        crash = Result(case=case_id, op=case_id.split("[")[0], device=device, flags=[CRASH_FLAG],
+                       status=Status.ERROR.name, reason=clip(text, 400))
+        store.ResultStore(self.results_dir / "results-controller.jsonl").append(crash)
 
     def merge(self) -> Merged | None:
-        """All per-process files → ``results.jsonl`` (latest per (case, variant, device)), plus HTML reports."""
+        """All per-process files → ``results.jsonl`` (one verdict per key, ``merge``), plus HTML reports."""
         files = sorted(self.results_dir.glob("results-*.jsonl"))
-        latest: dict[tuple[str, str, str], Result] = {}
-        for result in load(files):
-            latest[(result.case, result.variant, result.device)] = result
-        crashed = {(r.case, r.device) for r in latest.values() if "crash" in r.flags}
-        merged = [r for r in latest.values() if "crash" in r.flags or (r.case, r.device) not in crashed]
+        merged = [group[-1] for group in merge(store.load(files))]
         path = self.results_dir / "results.jsonl"
-        with open(path, "w", encoding="utf-8") as handle:
-            for result in merged:
-                handle.write(result.to_json() + "\n")
+        store.write(path, merged)
         pages: list[Path] = []
         if self.report_dir is not None and merged:
             from vkdiff.reports import render_reports
 
-            index = render_reports([path], self.report_dir)
-            pages = list(getattr(index, "pages", []) or getattr(index, "files", []))
+            pages = render_reports([path], self.report_dir).files
         return Merged(path=path, count=len(merged), pages=pages)
-
-
-def _resolve_et_src(path: str | None) -> Path | None:
-    from vkdiff.device.build import EtSourceError, resolve_et_src
-
-    try:
-        return resolve_et_src(path)
-    except EtSourceError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-

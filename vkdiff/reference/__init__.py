@@ -23,6 +23,7 @@ from vkdiff.reference.packing import (
     weight_sums,
     weight_sums_per_channel,
 )
+from vkdiff.reference.ops import OPS, ReferenceOp, UnsupportedOpError, evaluate, evaluate_with_magnitude, reference_op
 from vkdiff.reference.q8ta import linear_q8ta_q8csw, q8ta_add, q8ta_linear
 from vkdiff.reference.quant import (
     choose_qparams_affine,
@@ -38,6 +39,12 @@ from vkdiff.reference.quant import (
 )
 
 __all__ = [
+    "OPS",
+    "ReferenceOp",
+    "UnsupportedOpError",
+    "evaluate",
+    "evaluate_with_magnitude",
+    "reference_op",
     "choose_qparams_affine",
     "choose_qparams_group_symmetric",
     "choose_qparams_per_row_etvk",

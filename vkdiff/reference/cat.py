@@ -7,8 +7,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from vkdiff.reference.quant import (
-    _scalar_f32,
-    _scalar_int,
+    scalar_f32,
+    scalar_int,
     dequantize_per_tensor,
     quantize_per_tensor,
 )
@@ -69,13 +69,13 @@ def quantized_cat(
     dtype = arrays[0].dtype
     if not all(np.issubdtype(a.dtype, np.integer) for a in arrays):
         raise TypeError("quantized tensors must hold integer codes")
-    s_out = _scalar_f32(scales[0] if out_scale is None else out_scale, "out_scale")
-    z_out = _scalar_int(
+    s_out = scalar_f32(scales[0] if out_scale is None else out_scale, "out_scale")
+    z_out = scalar_int(
         zero_points[0] if out_zero_point is None else out_zero_point, "out_zero_point"
     )
     parts = []
     for a, s, z in zip(arrays, scales, zero_points):
-        if _scalar_f32(s, "scale") == s_out and _scalar_int(z, "zero_point") == z_out:
+        if scalar_f32(s, "scale") == s_out and scalar_int(z, "zero_point") == z_out:
             parts.append(a.astype(dtype))
         else:
             d = dequantize_per_tensor(a, s, z, np.float32)

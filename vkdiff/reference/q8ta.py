@@ -17,8 +17,8 @@ from typing import Optional
 import numpy as np
 
 from vkdiff.reference.quant import (
-    _scalar_f32,
-    _scalar_int,
+    scalar_f32,
+    scalar_int,
     dequantize_per_tensor,
     quantize_per_tensor,
 )
@@ -46,8 +46,8 @@ def _int8_linear_core(
     sw = np.asarray(weight_scales).reshape(-1)
     if ws.size < n or sw.size < n:
         raise ValueError(f"weight_sums/scales need >= {n} entries, got {ws.size}/{sw.size}")
-    s_x = np.float64(_scalar_f32(input_scale, "input_scale"))
-    z = _scalar_int(input_zero_point, "input_zero_point")
+    s_x = np.float64(scalar_f32(input_scale, "input_scale"))
+    z = scalar_int(input_zero_point, "input_zero_point")
     # |acc| <= 128 * 128 * K: exact in float64 BLAS for any realistic K.
     acc = q.reshape(-1, k).astype(np.float64) @ weight.astype(np.float64).T
     acc -= z * ws[:n].astype(np.float64)

@@ -509,7 +509,7 @@ def quantize_per_token(
 # --- per-tensor int8 (static q8ta ops) ----------------------------------------
 
 
-def _scalar_f32(v: object, name: str) -> np.float32:
+def scalar_f32(v: object, name: str) -> np.float32:
     """Returns ``v`` (a Python/numpy scalar or 1-element array) as float32."""
     a = np.asarray(v)
     if a.size != 1:
@@ -517,7 +517,7 @@ def _scalar_f32(v: object, name: str) -> np.float32:
     return np.float32(a.reshape(()))
 
 
-def _scalar_int(v: object, name: str) -> int:
+def scalar_int(v: object, name: str) -> int:
     """Returns ``v`` as a Python int, rejecting non-integral values."""
     a = np.asarray(v)
     if a.size != 1:
@@ -572,8 +572,8 @@ def quantize_per_tensor(
         Codes, same shape as ``x``, dtype ``output_dtype``.
     """
     x = _as_float_array(x, "x")
-    s = _scalar_f32(scale, "scale")
-    zp = _scalar_int(zero_point, "zero_point")
+    s = scalar_f32(scale, "scale")
+    zp = scalar_int(zero_point, "zero_point")
     dt = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
     xd = x.astype(dt, copy=False)
     inv = dt.type(1) / dt.type(s)
@@ -617,8 +617,8 @@ def dequantize_per_tensor(
     out_dt = np.dtype(output_dtype)
     if out_dt not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"output_dtype must be float32/float64, got {out_dt}")
-    s = _scalar_f32(scale, "scale")
-    zp = _scalar_int(zero_point, "zero_point")
+    s = scalar_f32(scale, "scale")
+    zp = scalar_int(zero_point, "zero_point")
     d = q.astype(np.float64) - zp  # exact: |q - zp| < 2**17
     return (d * np.float64(s)).astype(out_dt)  # exact in f64, one rounding
 

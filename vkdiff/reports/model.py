@@ -1,13 +1,14 @@
 """What the reports show: results merged across files, one ``Row`` per (case, device), columns declared once.
 
-This module reads only the results store (``Result``, ``load``) and the verdict
-vocabulary (``Status``); it knows nothing about how results were produced.
+This module reads only the data model (``Result``, ``Status``, the ``merge`` rule) and the
+results store (``load``); it knows nothing about how results were produced. A row's
+place in a matrix comes from the structured fields of its result (``shape``, ``knobs``,
+``rule``), never from parsing ids.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import json
 import math
@@ -16,14 +17,11 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from vkdiff.harness.status import Status
-from vkdiff.harness.store import Result, load
+from vkdiff.harness.datamodel import Result, Status, clip, merge
+from vkdiff.harness.store import load
 
 Category = Literal["pass", "skip", "fail"]
 """How a status counts: success, says nothing about correctness, or a failure (unknown names are failures)."""
-
-CLIP_KEEP = 200
-"""Long messages keep their first and last ``CLIP_KEEP`` characters."""
 
 UNKNOWN_DEVICE = "unknown-device"
 
@@ -60,22 +58,8 @@ UNKNOWN_STYLE = StatusStyle(colour="#546e7a", ink="#fff", glyph="?", title="stat
 STATUS_ORDER: tuple[str, ...] = tuple(STATUS_STYLES)
 """Display order: pass, then failures from most to least numerically interesting, then skips."""
 
-DTYPE_TOKEN = re.compile(r"^(fp|bf|f|int|uint|i|u|q)\d+$|^(float|half|double)$")
-
 
 # --------------------------------------------------------------------------- values
-
-
-def clip(text: Any, keep: int = CLIP_KEEP) -> str:
-    """First and last ``keep`` characters of a long message (robust to non-strings).
-
-    Example::
-
-        >>> clip("a" * 300 + "b" * 300, keep=3)
-        'aaa … bbb'
-    """
-    text = "" if text is None else str(text)
-    return text if len(text) <= 2 * keep + 5 else f"{text[:keep]} … {text[-keep:]}"
 
 
 def as_float(value: Any) -> float | None:
@@ -130,15 +114,6 @@ def natural_key(text: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def parse_time(text: Any) -> datetime.datetime:
-    """UTC timestamp of a result; missing or unparsable sorts first."""
-    try:
-        stamp = datetime.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
-    except ValueError:
-        return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
-
-
 def slugify(text: str) -> str:
     """A file-name-safe slug (``[A-Za-z0-9._-]``)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
@@ -163,46 +138,6 @@ def category(status: str) -> Category:
 
 def style(status: str) -> StatusStyle:
     return STATUS_STYLES.get(status, UNKNOWN_STYLE)
-
-
-def split_case(case: str, variant: str) -> tuple[str, str, str]:
-    """``(op stem, shape part, column)`` of a case id.
-
-    Example::
-
-        >>> split_case("linear_q4gsw[M13-K256-N40-g32-fp16-buffer]", "fp16-buffer")
-        ('linear_q4gsw', 'M13-K256-N40-g32', 'fp16-buffer')
-        >>> split_case("llama_proj[8da4w-vulkan]", "8da4w-vulkan/numerics")
-        ('llama_proj', '8da4w-vulkan', 'numerics')
-    """
-    column = variant or "—"
-    match = re.fullmatch(r"(?P<stem>[^\[]*)\[(?P<inner>.*)\]", case, flags=re.S)
-    if match and "/" in (variant or ""):
-        return match["stem"], match["inner"], variant.split("/", 1)[1]
-    if match:
-        stem, inner = match["stem"], match["inner"]
-        if variant and inner == variant:
-            return stem, "", column
-        if variant and inner.endswith("-" + variant):
-            return stem, inner[: -len(variant) - 1], column
-        return stem, inner, column
-    if variant and case.endswith("-" + variant):
-        return case[: -len(variant) - 1], "", column
-    return case, "", column
-
-
-def entry_key(result: Result) -> str:
-    """What one row stands for: the case, or for host checks of a model case (variant ``recipe/rule``) case/rule."""
-    variant = str(result.variant or "")
-    return f"{result.case}/{variant.split('/', 1)[1]}" if "/" in variant else str(result.case)
-
-
-def dtype_of(variant: str) -> str:
-    """The dtype token of a variant (``fp16-buffer`` → ``fp16``), or ``""``."""
-    for token in re.split(r"[-_]", variant or ""):
-        if DTYPE_TOKEN.match(token.lower()):
-            return token.lower()
-    return ""
 
 
 # --------------------------------------------------------------------------- records
@@ -253,20 +188,27 @@ class Row:
     op: str
     """Operator (``op`` field, else the case id stem)."""
     shape: str
-    """Case id without op and variant (``M13-K256-N40-g32``): the matrix row."""
+    """The matrix row: a kernel case's sizes (``M13-K256-N40-g32``), a model case's knob set (``8da4w-vulkan``)."""
     column: str
-    """Variant (``fp16-buffer``): the matrix column."""
+    """The matrix column: a kernel case's knob set (``fp16-buffer``), a model case's rule (``numerics``)."""
     dtype: str
-    """Dtype token of the variant (``fp16``), for aggregated histograms."""
+    """The ``dtype`` knob (``fp16``), for aggregated histograms; empty when the case has none."""
     expectation: Expectation | None = None
     """Known upstream bug this result carries (``Result.expectation`` once the store has it)."""
 
     @classmethod
     def from_result(cls, result: Result) -> "Row":
-        stem, shape, column = split_case(str(result.case), str(result.variant or ""))
+        """Place a result: kernel cases by shape (row) × knob set (column), model cases by knob set × rule."""
+        shape = as_dict(result.shape)
+        knobs = as_dict(result.knobs)
+        variant = str(result.variant or "") or "-".join(str(v) for v in knobs.values()) or "—"
+        if shape:
+            row, column = "-".join(f"{k}{v}" for k, v in shape.items()), variant
+        else:
+            row, column = variant, str(result.rule or "") or "—"
         return cls(result=result, device=slugify(str(result.device or UNKNOWN_DEVICE)),
-                   op=str(result.op or stem or "?"), shape=shape or stem, column=column,
-                   dtype=dtype_of(str(result.variant or "")),
+                   op=str(result.op or result.case or "?"), shape=row, column=column,
+                   dtype=str(knobs.get("dtype", "")),
                    expectation=Expectation.from_value(getattr(result, "expectation", None)))
 
     # identity -------------------------------------------------------------
@@ -509,12 +451,22 @@ def columns(keys: Sequence[str]) -> list[Column]:
 # --------------------------------------------------------------------------- merging
 
 
+def row_key(result: Result) -> str:
+    """What one row stands for: the case, or one rule or node of it (``case/rule``, ``case/#node``)."""
+    parts = [str(result.case)]
+    if result.rule:
+        parts.append(str(result.rule))
+    if as_dict(result.node).get("index") is not None:
+        parts.append(f"#{result.node['index']}")
+    return "/".join(parts)
+
+
 @dataclasses.dataclass(kw_only=True)
 class Merged:
     """All results keyed by (case, device), latest kept."""
 
     rows: dict[tuple[str, str], Row]
-    """Kept rows by (case, device slug)."""
+    """Kept rows by (entry, device slug); an entry is a case, or a case's rule or node (``row_key``)."""
     duplicates: Counter
     """Superseded results per device slug."""
     sources: list[str] = dataclasses.field(default_factory=list)
@@ -524,22 +476,16 @@ class Merged:
 
     @classmethod
     def from_results(cls, results: Iterable[Result], sources: Sequence[str | os.PathLike] = ()) -> "Merged":
-        """Keep the latest result by ``time`` per (case, device); a tie goes to the one read last."""
-        groups: dict[tuple[str, str], list[tuple[datetime.datetime, int, Result]]] = defaultdict(list)
-        total = 0
-        for order, result in enumerate(results):
-            total += 1
-            device = slugify(str(result.device or UNKNOWN_DEVICE))
-            groups[(entry_key(result), device)].append((parse_time(result.time), order, result))
+        """One row per verdict key (``merge``: latest by ``time``, ties to the one read last)."""
+        read = list(results)
         rows, duplicates = {}, Counter()
-        for key, found in groups.items():
-            found.sort(key=lambda item: (item[0], item[1]))
-            row = Row.from_result(found[-1][2])
-            row.superseded = [item[2] for item in found[:-1]]
+        for group in merge(read):
+            row = Row.from_result(group[-1])
+            row.superseded = group[:-1]
             if row.superseded:
-                duplicates[key[1]] += len(row.superseded)
-            rows[key] = row
-        return cls(rows=rows, duplicates=duplicates, sources=[str(s) for s in sources], total_read=total)
+                duplicates[row.device] += len(row.superseded)
+            rows[(row_key(group[-1]), row.device)] = row
+        return cls(rows=rows, duplicates=duplicates, sources=[str(s) for s in sources], total_read=len(read))
 
     @classmethod
     def from_paths(cls, paths: Sequence[str | os.PathLike]) -> "Merged":

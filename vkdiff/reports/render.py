@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 import jinja2
 
-from vkdiff.harness.store import Result
+from vkdiff.harness.datamodel import Result, clip, parse_time
 from vkdiff.reports import plots
 from vkdiff.reports.model import (
     CARD_COLUMNS,
@@ -27,11 +27,9 @@ from vkdiff.reports.model import (
     Column,
     Merged,
     Row,
-    clip,
     columns,
     fmt_num,
     natural_key,
-    parse_time,
     status_counts,
     style,
 )

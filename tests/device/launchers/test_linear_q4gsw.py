@@ -1,4 +1,4 @@
-"""The real ET-VK linear_q4gsw kernels against the numpy reference (needs $VKDIFF_ET_SRC)."""
+"""The real ET-VK linear_q4gsw kernels of the pinned trees against the numpy reference, on the first adapter."""
 
 from __future__ import annotations
 
@@ -7,14 +7,21 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.testutils import requires_et_src, requires_vulkan
+from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff.cases.kernels import KernelCase, all_cases
+from vkdiff.device.context import DeviceContext
+from vkdiff.device.graph import ComputeGraph, TensorRef
+from vkdiff.device.launchers import LAUNCHERS, launcher_for
+from vkdiff.device.launchers.linear_q4gsw import OP, linear_q4gsw, quantized_linear_impl
 from vkdiff.harness import kernels
-from vkdiff.harness.status import Status
+from vkdiff.harness.datamodel import Status
 
-pytestmark = [requires_et_src, requires_vulkan]
+pytestmark = [requires_pinned_tree, requires_vulkan]
 
 SMALL = [c for c in all_cases(r"^linear_q4gsw\[M(1|13)-K(64|256)-N(40|64)-g(32|64)-") if c.size("N") < 100]
+
+CASE = KernelCase(op=OP, name="linear_q4gsw", shape=(("M", 13), ("K", 256), ("N", 64), ("g", 32)), dtype="fp32",
+                  storage="buffer")
 
 
 @pytest.mark.parametrize("case", SMALL, ids=lambda c: c.id)
@@ -23,32 +30,39 @@ def test_case_passes(et_ctx, case):
     assert result.status == Status.PASS.name, result.reason
     assert result.metrics["unwritten"] == 0
     assert result.shader.startswith("linear_q4gsw_" + ("coop" if case.size("M") == 1 else "tiled"))
+    assert result.shaders[0].startswith("pack_q4_linear_weight_")
 
 
-def _wrong(monkeypatch, corrupt):
-    """Run one case with the launcher's inputs corrupted by ``corrupt(inputs, case)``."""
-    original = kernels.EXECUTORS["linear_q4gsw"]
+@pytest.mark.parametrize("m", [1, 13])
+def test_v1_3_1_tree_passes(et_tree_v131, m):
+    """The older tree (``linear_q4gsw`` registered in ``QuantizedLinear.cpp`` itself) builds and matches too."""
+    from tests.testutils import first_adapter
+    from vkdiff.device.build import ShaderBuilder
 
-    def launch(ctx, case, prepared):
-        bad = dataclasses.replace(prepared, inputs=corrupt(dict(prepared.inputs), case))
-        return original.launch(ctx, case, bad)
-
-    monkeypatch.setitem(kernels.EXECUTORS, "linear_q4gsw",
-                        dataclasses.replace(original, launch=launch))
+    ctx = DeviceContext(*first_adapter(), ShaderBuilder(et_tree_v131))
+    result = kernels.run_case(ctx, dataclasses.replace(CASE, shape=(("M", m), ("K", 256), ("N", 64), ("g", 32))))
+    assert result.status == Status.PASS.name, result.reason
 
 
-CASE = KernelCase(op="linear_q4gsw", shape=(("M", 13), ("K", 256), ("N", 64), ("g", 32)), dtype="fp32",
-                  storage="buffer")
+def _corrupt(monkeypatch, corrupt):
+    """The launcher sees ``corrupt(args)``; the reference keeps the true arguments."""
+    prepare = kernels.prepare_case
+
+    def prepare_corrupted(case, session_seed=0):
+        prepared = prepare(case, session_seed)
+        return dataclasses.replace(prepared, args=corrupt(dict(prepared.args)))
+
+    monkeypatch.setattr(kernels, "prepare_case", prepare_corrupted)
 
 
 def test_scales_in_untransposed_order_fail_numeric(et_ctx, monkeypatch):
     """A pass that forgets to transpose: the buffer holds [N, K/gs] order in a [K/gs, N] tensor."""
-    def untransposed(inputs, case):
-        scales_t = inputs["scales"]
-        inputs["scales"] = np.ascontiguousarray(scales_t.T).reshape(scales_t.shape)
-        return inputs
+    def untransposed(args):
+        scales_t = args["weight_scales"]
+        args["weight_scales"] = np.ascontiguousarray(scales_t.T).reshape(scales_t.shape)
+        return args
 
-    _wrong(monkeypatch, untransposed)
+    _corrupt(monkeypatch, untransposed)
     result = kernels.run_case(et_ctx, CASE)
     assert result.status == Status.FAIL_NUMERIC.name
     assert "Mismatched elements" in result.reason
@@ -56,12 +70,12 @@ def test_scales_in_untransposed_order_fail_numeric(et_ctx, monkeypatch):
 
 
 def test_swapped_nibbles_fail_numeric(et_ctx, monkeypatch):
-    def swapped(inputs, case):
-        w = inputs["packed_weight"]
-        inputs["packed_weight"] = ((w >> 4) | (w << 4)).astype(np.uint8)
-        return inputs
+    def swapped(args):
+        w = args["weights"]
+        args["weights"] = ((w >> 4) | (w << 4)).astype(np.uint8)
+        return args
 
-    _wrong(monkeypatch, swapped)
+    _corrupt(monkeypatch, swapped)
     assert kernels.run_case(et_ctx, CASE).status == Status.FAIL_NUMERIC.name
 
 
@@ -74,3 +88,37 @@ def test_variant_missing_is_not_run(et_ctx, monkeypatch):
 
 def test_repeat_runs_are_deterministic(et_ctx):
     assert kernels.run_case(et_ctx, CASE, repeat=3).status == Status.PASS.name
+
+
+def test_numpy_wrapper_matches_the_generic_runner(et_ctx):
+    """``linear_q4gsw(ctx, ...)`` is the same graph as ``run_op``: identical bits."""
+    prepared = kernels.prepare_case(CASE)
+    direct = linear_q4gsw(et_ctx, **prepared.args, io_storage="buffer")
+    generic = kernels.launch(et_ctx, CASE, prepared)
+    np.testing.assert_array_equal(direct.output, generic.output)
+    assert direct.variant == generic.variant == "linear_q4gsw_tiled_buffer_texture2d_float"
+
+
+def test_registered_with_its_port():
+    launcher = launcher_for(OP)
+    assert LAUNCHERS[OP].add_node is quantized_linear_impl
+    assert launcher.constants == {"weights", "weight_scales", "bias"}
+    assert launcher.ports[0].file.endswith("QuantizedLinear.cpp") and len(launcher.ports[0].sha256) == 64
+
+
+def test_two_consumers_of_one_weight_prepack_it_once(et_ctx):
+    """ET-VK's prepack cache is keyed by (constant, kernel): a weight shared by two linears is packed once."""
+    prepared = kernels.prepare_case(CASE)
+    args = prepared.args
+    graph = ComputeGraph(et_ctx)
+    weights = TensorRef(id=7, data=args["weights"])
+    shared = dict(args, self=graph.add_input(args["self"], "buffer"), weights=weights,
+                  weight_scales=TensorRef(id=8, data=args["weight_scales"]), bias=None)
+    outs = [graph.add_output(prepared.expected.shape, np.float32, "buffer") for _ in range(2)]
+    for out in outs:
+        quantized_linear_impl(graph, shared, out)
+    packs = [d for d in graph.dispatches if d.prepack]
+    assert [d.shader for d in packs] == ["pack_q4_linear_weight_texture2d"]
+    assert len([d for d in graph.dispatches if not d.prepack]) == 2
+    first, second = (graph.read(out) for out in outs)
+    np.testing.assert_array_equal(first, second)

@@ -1,30 +1,53 @@
 """Launcher for ``et_vk.linear_q4gsw`` through ET-VK's ``linear_q4gsw_{tiled,coop}`` shaders.
 
 Ported from ``runtime/graph/ops/impl/QuantizedLinear.cpp`` (``quantized_linear_impl``
-→ ``prepack_quantized_linear_weight`` + ``add_linear_qw_node``):
+→ ``prepack_quantized_linear_weight`` + ``add_linear_qw_node``), the path of trees
+before v1.4.0 and dq8ca's weight-only fallback after it:
 
 * the 4-bit weight ``uint8 [N, K/2]`` is repacked on the device by
   ``pack_q4_linear_weight_{storage}`` into int32 blocks ``[N/8, K/4 * 4]``, stored as
-  texture2d unless that exceeds ``max-texture-dimension-2d`` (then buffer);
-* scales ``[K/gs, N4*4]`` and bias go to buffers in the output dtype;
+  texture2d unless that exceeds ``max-texture-dimension-2d`` (then buffer); the
+  prepack cache is keyed by (weight constant, kernel name), so a weight shared by two
+  consumers is packed once;
+* scales ``[K/gs, N4*4]`` and bias go to buffers in their constants' dtype
+  (``prepack_standard``, uploaded directly); a missing bias binds a dummy buffer;
 * ``pick_linear_qw_shader``: ``_coop`` when M == 1 (GEMV), else ``_tiled``, suffixed
-  by output storage, weight storage and dtype;
+  by output storage, weight storage and dtype (the ``_coopmat`` branch, taken only on
+  subgroup-64 devices, is not ported);
 * global size ``(div_up(N, 8), div_up(M, 4 or 1), 1)``; local size
   ``pick_hw_square_wg_size`` (tiled) or ``(1, 1, 64)`` (coop);
 * spec constants ``[apply_bias, K4_per_group, num_groups, N]`` from id 3; UBOs:
-  output sizes then input sizes, WHCN ``ivec4``.
+  output sizes then input sizes, WHCN ``ivec4``;
+* output sizes ``[..., M, N]`` (``resize_linear_qw_node``).
 """
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import numpy as np
 
-from vkdiff.device import layouts, resources
-from vkdiff.device.context import DeviceContext, Launch
-from vkdiff.device.dispatch import dispatch
+from vkdiff.device import resources
+from vkdiff.device.context import DeviceContext
+from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.launchers.common import (create_local_wg_size, div_up, dtype_suffix, pick_hw_square_wg_size,
-                                            sizes_ivec4)
-from vkdiff.device.resources import Storage
+                                            prepack_standard, sizes_ivec4)
+from vkdiff.device.launchers.registry import Port, register_op, run_op
+from vkdiff.device.resources import Storage, Tensor
+
+OP = "et_vk.linear_q4gsw.default"
+
+PORTS = (
+    Port(file="runtime/graph/ops/impl/QuantizedLinear.cpp",
+         functions=("quantized_linear_impl", "prepack_quantized_linear_weight", "add_linear_qw_node",
+                    "pick_linear_qw_shader", "quantized_linear_global_wg_size", "quantized_linear_local_wg_size",
+                    "resize_linear_qw_node"),
+         sha256="1f719e717139d3598137ba34f25c30c203feec9ffa646c7007d4e374e541819e",
+         tree="executorch main cff6f4dd32"),
+    Port(file="runtime/graph/ops/impl/Common.cpp", functions=("pick_hw_square_wg_size",),
+         sha256="c223f63c0b8eeb9811a0f4641886bac3959230a0aba9137eb3a87a7bdd7ffe3b",
+         tree="executorch main cff6f4dd32"),
+)
 
 
 def weight_storage_for(ctx: DeviceContext, n: int, k: int) -> Storage:
@@ -34,39 +57,108 @@ def weight_storage_for(ctx: DeviceContext, n: int, k: int) -> Storage:
     return "buffer" if width > limit * 4 or height > limit else "texture2d"
 
 
-def prepack_q4_weight(ctx: DeviceContext, packed_weight: np.ndarray, storage: Storage) -> tuple[resources.Tensor, str]:
-    """Run ``pack_q4_linear_weight_{storage}`` on ``uint8 [N, K/2]``; returns the int32 block tensor and variant."""
-    n, k = packed_weight.shape[0], packed_weight.shape[1] * 2
+def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef,
+                                    storage: Storage | None = None) -> Tensor:
+    """``prepack_quantized_linear_weight`` (4-bit): ``uint8 [N, K/2]`` → int32 blocks ``[N/8, K/4 * 4]``.
+
+    Args:
+        graph (ComputeGraph): the graph the prepack node joins.
+        weights (TensorRef): the packed 4-bit weight constant.
+        storage (str | None): storage of the packed tensor; None applies ET-VK's rule.
+    """
+    n, k = weights.data.shape[0], weights.data.shape[1] * 2
     if k % 8:
         raise ValueError(f"linear_q4gsw needs K % 8 == 0, got K={k}")
+    storage = storage or weight_storage_for(graph.ctx, n, k)
     name = f"pack_q4_linear_weight_{storage}"
+    cached = graph.get_cached_prepack(weights, name)
+    if cached is not None:
+        return cached
     blocks_shape = (div_up(n, 8), div_up(k, 4) * 4)
     global_wg = (div_up(div_up(k, 4), 2), div_up(n, 8), 1)
-    pipeline, _ = ctx.kernel(name, {}, create_local_wg_size(global_wg))
-    src = resources.buffer_tensor(ctx.device, np.ascontiguousarray(packed_weight, dtype=np.uint8), "int4_weight")
-    out = resources.poisoned(ctx.device, blocks_shape, np.int32, storage, "packed_int4_weight")
+    src = resources.buffer_tensor(graph.device, np.ascontiguousarray(weights.data, dtype=np.uint8), "int4_weight")
+    packed = resources.poisoned(graph.device, blocks_shape, np.int32, storage, "packed_int4_weight")
     immediates = sizes_ivec4(blocks_shape) + np.array([k, n], dtype=np.int32).tobytes()
-    dispatch(ctx.device, pipeline, [out, src], global_wg, immediates, label=name)
-    return out, name
+    graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg), resources=[packed, src],
+                   immediates=immediates, prepack=True)
+    graph.cache_prepack(weights, name, packed)
+    return packed
 
 
-def linear_q4gsw(ctx: DeviceContext, x: np.ndarray, packed_weight: np.ndarray, scales: np.ndarray,
+def pick_linear_qw_shader(out: Tensor, x: Tensor, packed_weight: Tensor) -> str:
+    """``pick_linear_qw_shader`` for 4-bit weights: ``linear_q4gsw_{coop|tiled}_{out}_{weight}_{dtype}``."""
+    gemv = x.shape[-2] == 1 if len(x.shape) > 1 else True
+    return (f"linear_q4gsw_{'coop' if gemv else 'tiled'}_{out.storage}_{packed_weight.storage}_"
+            f"{dtype_suffix(out.dtype)}")
+
+
+def add_linear_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_weight: Tensor, scales: Tensor,
+                       bias: Tensor, group_size: int, apply_bias: bool) -> None:
+    """``add_linear_qw_node``: one dispatch of the picked shader, ``out = x @ dequant(W).T (+ bias)``."""
+    name = pick_linear_qw_shader(out, x, packed_weight)
+    m, n, k = out.shape[-2], out.shape[-1], x.shape[-1]
+    coop = "_coop_" in name
+    global_wg = (div_up(n, 8), div_up(m, 1 if coop else 4), 1)
+    local_wg = (1, 1, 64) if coop else pick_hw_square_wg_size(global_wg)
+    spec = {3: int(apply_bias), 4: div_up(group_size, 4), 5: k // group_size, 6: n}
+    ubos = [resources.uniform(graph.device, sizes_ivec4(out.shape), "output_sizes"),
+            resources.uniform(graph.device, sizes_ivec4(x.shape), "input_sizes")]
+    graph.dispatch(name, global_wg=global_wg, local_wg=local_wg, spec=spec,
+                   resources=[out, x, packed_weight, scales, bias, *ubos])
+
+
+def resize_linear_qw_node(args: Mapping[str, Any]) -> tuple[tuple[int, ...], Any]:
+    """``resize_linear_qw_node``: output ``[..., M, N]`` in the input's dtype."""
+    x, weights = np.asarray(args["self"]), np.asarray(args["weights"])
+    return (*x.shape[:-1], weights.shape[0]), x.dtype
+
+
+@register_op(OP, output=resize_linear_qw_node, constants=("weights", "weight_scales", "bias"), ports=PORTS)
+def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor, *,
+                          weight_storage: Storage | None = None) -> None:
+    """``quantized_linear_impl`` (weight-only path): prepack weight, scales and bias, then the linear node.
+
+    Args:
+        graph (ComputeGraph): where the nodes go.
+        args (Mapping): ``self`` (Tensor), ``weights``, ``weight_scales``, ``bias`` (TensorRef or None),
+            ``group_size`` (int), by schema name.
+        out (Tensor): the output ``[..., M, N]``.
+        weight_storage (str | None): force the packed weight's storage; None applies ET-VK's rule.
+    """
+    x, weights, group_size = args["self"], args["weights"], int(args["group_size"])
+    k = x.shape[-1]
+    if k % 4 or weights.data.shape[1] * 2 != k:
+        raise ValueError(f"linear_q4gsw: input is [..., K]={x.shape}, weights must be [N, K/2] with K % 4 == 0, "
+                         f"got {weights.data.shape}")
+    n4 = div_up(weights.data.shape[0], 4)
+    if args["weight_scales"].data.shape != (k // group_size, n4 * 4):
+        raise ValueError(f"linear_q4gsw: weight_scales must be [K/gs, N4*4] = {(k // group_size, n4 * 4)}, "
+                         f"got {args['weight_scales'].data.shape}")
+    packed = prepack_quantized_linear_weight(graph, weights, weight_storage)
+    scales = prepack_standard(graph, args["weight_scales"])
+    bias_ref = args.get("bias")
+    bias = (prepack_standard(graph, bias_ref) if bias_ref is not None
+            else resources.buffer_tensor(graph.device, np.zeros(4, out.dtype), "dummy_bias"))
+    add_linear_qw_node(graph, out, x, packed, scales, bias, group_size, apply_bias=bias_ref is not None)
+
+
+def linear_q4gsw(ctx: DeviceContext, self: np.ndarray, weights: np.ndarray, weight_scales: np.ndarray,
                  group_size: int, bias: np.ndarray | None = None, *, io_storage: Storage = "texture3d",
                  weight_storage: Storage | None = None) -> Launch:
     """Compute ``out = x @ dequant(w).T + bias`` with ET-VK's real linear_q4gsw shaders.
 
     Args:
         ctx (DeviceContext): device and shader tree to run on.
-        x (np.ndarray): activations ``[M, K]``, float32 or float16 (the dtype picks the variant).
-        packed_weight (np.ndarray): ``uint8 [N, K/2]``, byte = ``(odd + 8) << 4 | (even + 8)``.
-        scales (np.ndarray): ``[K/gs, N4*4]`` in ET-VK's transposed layout, width padded to 4.
+        self (np.ndarray): activations ``[M, K]``, float32 or float16 (the dtype picks the variant).
+        weights (np.ndarray): ``uint8 [N, K/2]``, byte = ``(odd + 8) << 4 | (even + 8)``.
+        weight_scales (np.ndarray): ``[K/gs, N4*4]`` in ET-VK's transposed layout, width padded to 4.
         group_size (int): quantization group size along K.
         bias (np.ndarray | None): ``[N]`` or None.
         io_storage (str): ``"buffer"`` or ``"texture3d"`` for input and output.
         weight_storage (str | None): storage of the repacked weight; None applies ET-VK's rule.
 
     Returns:
-        Launch: the ``[M, N]`` output in ``x``'s dtype, the variant, the unwritten count.
+        Launch: the ``[M, N]`` output in ``self``'s dtype, the variant, the unwritten count.
 
     Raises:
         VariantMissingError: the tree lacks the variant this dispatch needs.
@@ -77,36 +169,5 @@ def linear_q4gsw(ctx: DeviceContext, x: np.ndarray, packed_weight: np.ndarray, s
         launch = linear_q4gsw(ctx, x, w_packed, scales_t, 32, io_storage="buffer")
         assert launch.unwritten == 0
     """
-    m, k = x.shape
-    n = packed_weight.shape[0]
-    if k % 4 or packed_weight.shape[1] * 2 != k:
-        raise ValueError(f"linear_q4gsw: x is [M, K]={x.shape}, weight must be [N, K/2] with K % 4 == 0, "
-                         f"got {packed_weight.shape}")
-    n4 = div_up(n, 4)
-    if scales.shape != (k // group_size, n4 * 4):
-        raise ValueError(f"linear_q4gsw: scales must be [K/gs, N4*4] = {(k // group_size, n4 * 4)}, got {scales.shape}")
-    dtype = np.dtype(x.dtype)
-    weight_storage = weight_storage or weight_storage_for(ctx, n, k)
-    packed, pack_name = prepack_q4_weight(ctx, packed_weight, weight_storage)
-
-    gemv = m == 1
-    name = f"linear_q4gsw_{'coop' if gemv else 'tiled'}_{io_storage}_{weight_storage}_{dtype_suffix(dtype)}"
-    global_wg = (div_up(n, 8), div_up(m, 1 if gemv else 4), 1)
-    local_wg = (1, 1, 64) if gemv else pick_hw_square_wg_size(global_wg)
-    apply_bias = int(bias is not None)
-    spec = {3: apply_bias, 4: div_up(group_size, 4), 5: k // group_size, 6: n}
-    pipeline, shader = ctx.kernel(name, spec, local_wg)
-
-    device = ctx.device
-    out = resources.poisoned(device, (m, n), dtype, io_storage, "output")
-    inp = resources.tensor(device, np.ascontiguousarray(x), io_storage, "input")
-    scales_t = resources.buffer_tensor(device, np.ascontiguousarray(scales, dtype=dtype), "weight_scales")
-    bias_data = np.zeros(4, dtype) if bias is None else np.ascontiguousarray(bias, dtype=dtype)
-    bias_t = resources.buffer_tensor(device, bias_data, "bias")
-    ubos = [resources.uniform(device, sizes_ivec4((m, n)), "output_sizes"),
-            resources.uniform(device, sizes_ivec4((m, k)), "input_sizes")]
-    dispatch(device, pipeline, [out, inp, packed, scales_t, bias_t, *ubos], global_wg, label=name)
-    result = resources.read(device, out)
-    return Launch(output=result, variant=name, unwritten=int(layouts.unwritten_mask(result).sum()),
-                  polyfilled=shader.polyfilled, shaders=(pack_name, name),
-                  dispatch={"global": global_wg, "local": local_wg, "spec": spec})
+    args = dict(self=self, weights=weights, weight_scales=weight_scales, group_size=group_size, bias=bias)
+    return run_op(ctx, OP, args, storage=io_storage, weight_storage=weight_storage)

@@ -1,0 +1,52 @@
+"""``et_vk.linear_q4gsw``: the foundation sweep plus buffer-weight and bias variants at small shapes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator
+
+import numpy as np
+
+from vkdiff.cases.kernels import M1, KernelCase, register_test_suite
+
+OP = "et_vk.linear_q4gsw.default"
+
+M_SIZES = (1, 4, 13, 64)
+K_SIZES = (64, 256, 4096)
+N_SIZES = (40, 64, 4096)
+GROUP_SIZES = (32, 64, 128)
+DTYPES = ("fp32", "fp16")
+IO_STORAGES = ("buffer", "texture3d")
+
+
+def linear_case(m: int, k: int, n: int, g: int, dtype: str, storage: str, **knobs) -> KernelCase:
+    return KernelCase(op=OP, name="linear_q4gsw", shape=(("M", m), ("K", k), ("N", n), ("g", g)),
+                      dtype=dtype, storage=storage, **knobs)
+
+
+def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
+    """Normal activations, uniformly random packed int4 weights and positive scales in ET-VK's layout.
+
+    Every byte value is equally likely, so all 16 codes appear in both nibbles. Scales are
+    drawn as ``[K/gs, N4*4]`` (transposed, width padded to 4 with zeros, as the pass stores
+    them) in the case dtype, so the reference evaluates exactly the constants the shader reads.
+    """
+    m, k, n, g = (case.size(d) for d in "MKNg")
+    dtype = case.np_dtype
+    x = rng.standard_normal((m, k)).astype(dtype)
+    weights = rng.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    per_channel = (rng.uniform(0.5, 1.5, (n, k // g)) / (8 * np.sqrt(k))).astype(np.float32)
+    scales = np.zeros((k // g, -(-n // 4) * 4), dtype)
+    scales[:, :n] = per_channel.T
+    bias = rng.standard_normal(n).astype(dtype) if case.has("bias") else None
+    return {"self": x, "weights": weights, "weight_scales": scales, "group_size": g, "bias": bias}
+
+
+@register_test_suite(OP, make_args=make_args)
+def linear_q4gsw_suite() -> Iterator[KernelCase]:
+    for m, k, n, g, dtype, storage in itertools.product(M_SIZES, K_SIZES, N_SIZES, GROUP_SIZES, DTYPES, IO_STORAGES):
+        if k % g == 0:
+            yield linear_case(m, k, n, g, dtype, storage)
+    for m, dtype, storage in itertools.product((1, M1), DTYPES, IO_STORAGES):
+        yield linear_case(m, 256, 40, 32, dtype, storage, options=(("weight_storage", "buffer"),))
+        yield linear_case(m, 256, 40, 32, dtype, storage, flags=("bias",))

@@ -1,0 +1,79 @@
+"""The tolerance policy: one row per output dtype, used wherever numbers are judged.
+
+Tolerance policy
+----------------
+Integer outputs (codes, quantization parameters) must match exactly.
+
+Float outputs pass element-wise when::
+
+    |actual - expected| <= atol + rtol * |expected| + acc * eps(dtype) * magnitude
+
+``expected`` is the float64 reference evaluated on the very values the kernel sees
+(inputs and constants already rounded to the kernel's dtype). ``magnitude`` is the
+sum of absolute terms of the reduction that produced each element (for a linear,
+``|x| @ |w|.T``): rounding in a length-K accumulation is bounded by a multiple of
+``eps * magnitude``, so the bound grows with K and with the data, as ET-VK's own
+custom-op tests scale their fp16 tolerance with K. Measured on lavapipe the
+tiled linear kernels reach 1.4 ``eps * magnitude`` (fp16 and fp32); ``acc = 4``
+leaves margin while still catching a single wrong 4-bit code in fp32.
+
+=========  =========  ==========  =====
+dtype      atol       rtol        acc
+=========  =========  ==========  =====
+float32    1e-6       1e-5        4
+float16    1e-3       2 ** -10    4
+int*       0          0           0
+=========  =========  ==========  =====
+
+Quantized outputs get ``n * scale`` slack through ``Tolerance.quantized``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Tolerance:
+    """Element-wise bound ``atol + rtol*|expected| + acc*eps*magnitude`` (all zero: exact)."""
+
+    atol: float = 0.0
+    """Absolute floor."""
+    rtol: float = 0.0
+    """Relative to the expected value."""
+    acc: float = 0.0
+    """Multiple of ``eps * magnitude`` allowed for accumulation rounding."""
+    eps: float = 0.0
+    """Machine epsilon of the kernel's dtype."""
+
+    @classmethod
+    def for_dtype(cls, dtype) -> "Tolerance":
+        """The policy row for an output dtype (see module docstring)."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float32:
+            return cls(atol=1e-6, rtol=1e-5, acc=4.0, eps=float(np.finfo(np.float32).eps))
+        if dtype == np.float16:
+            return cls(atol=1e-3, rtol=2.0**-10, acc=4.0, eps=float(np.finfo(np.float16).eps))
+        if dtype.kind in "iub":
+            return cls()
+        raise ValueError(f"Unsupported dtype: {dtype}; tolerance policy covers float32, float16 and integers")
+
+    @classmethod
+    def quantized(cls, scale: float, steps: int = 1) -> "Tolerance":
+        """``steps * scale`` absolute slack for dequantized outputs of a quantized path."""
+        return cls(atol=steps * float(scale))
+
+    @property
+    def exact(self) -> bool:
+        return self.atol == self.rtol == self.acc == 0.0
+
+    def bound(self, expected: np.ndarray, magnitude: np.ndarray | None = None) -> np.ndarray:
+        bound = self.atol + self.rtol * np.abs(expected)
+        if magnitude is not None and self.acc:
+            bound = bound + self.acc * self.eps * np.abs(magnitude)
+        return bound
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)

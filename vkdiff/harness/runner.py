@@ -1,0 +1,152 @@
+"""One runner for ``vkdiff run``, the pytest plugin and bisect: ``Runner.run(case, device) -> results``.
+
+A kernel case runs on a Vulkan adapter (by slug) with the ET-VK shaders of the run's
+ExecuTorch tree; a model case is lowered and checked on the host (``cpu``). Every
+result carries the command that reruns just that case, and known upstream bugs are
+attached (``expectations``) before anyone sees it. Devices, shader builds and pipelines
+are opened once per runner; references are prepared once per data id, ahead of the
+device when the caller says which cases come next (``schedule``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from vkdiff.cases.kernels import KernelCase
+from vkdiff.device.adapters import DeviceInfo
+from vkdiff.device.trees import TreeChoice
+from vkdiff.harness.datamodel import HOST, Result, Status
+from vkdiff.harness.expectations import annotate
+
+if TYPE_CHECKING:
+    from vkdiff.cases.model_case import ModelCase
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import DeviceContext
+    from vkdiff.harness.kernels import Prepared
+
+NO_DEVICE = "none"
+"""Device slug of kernel results when no Vulkan adapter exists."""
+NO_ADAPTER = "no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)"
+REGEX_SPECIAL = re.compile(r"[][(){}.*+?^$|\\]")
+"""Characters of a case id that ``--cases`` (a regex) must see escaped."""
+
+
+def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None) -> str:
+    """The command that reruns exactly this case on this device (``--et-src`` as the user gave it)."""
+    kernel = isinstance(case, KernelCase)
+    pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
+    parts = ["vkdiff", "run", "--suite", "kernels" if kernel else "models", "--cases", pattern]
+    if kernel and device != NO_DEVICE:
+        parts += ["--device", device]
+    if et_src is not None:
+        parts += ["--et-src", et_src]
+    return shlex.join(parts)
+
+
+class Runner:
+    """Runs cases on devices; never raises for a case (every failure is a status).
+
+    Args:
+        tree (TreeChoice): the run's ExecuTorch tree, or why it has none.
+        adapters (Sequence[tuple[DeviceInfo, Any]]): the selected Vulkan adapters.
+        seed (int): session seed mixed into every case's input seed.
+        repeat (int): runs per kernel case; bitwise differences are ``NONDETERMINISTIC``.
+        et_src (str | None): ``--et-src`` as given, for repro commands.
+    """
+
+    def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]], seed: int = 0,
+                 repeat: int = 1, et_src: str | None = None):
+        self.tree = tree
+        self.adapters = {info.slug: (info, adapter) for info, adapter in adapters}
+        self.seed = seed
+        self.repeat = repeat
+        self.et_src = et_src
+        self._builder: ShaderBuilder | None = None
+        self._contexts: dict[str, DeviceContext] = {}
+        self._scheduled: set[str] = set()
+        self._stream: Iterator[tuple[KernelCase, Prepared | None]] | None = None
+        self._last: tuple[str, Prepared | None] = ("", None)
+
+    @property
+    def slugs(self) -> list[str]:
+        return list(self.adapters)
+
+    def devices_for(self, case: KernelCase | ModelCase) -> list[str]:
+        """Where a case runs: every adapter (or ``none``) for kernel cases, the host for model cases."""
+        if isinstance(case, KernelCase):
+            return self.slugs or [NO_DEVICE]
+        return [HOST]
+
+    def schedule(self, cases: Sequence[KernelCase]) -> None:
+        """Prepare these kernel cases' references on a thread, in this order, ahead of ``run``."""
+        from vkdiff.harness.kernels import prepared_stream
+
+        self.close()
+        if self.tree.path is not None and self.adapters:
+            self._scheduled = {c.data_id for c in cases}
+            self._stream = prepared_stream(cases, self.seed)
+
+    def run(self, case: KernelCase | ModelCase, device: str) -> list[Result]:
+        """Every result of ``case`` on ``device`` (one for a kernel case, one per rule for a model case)."""
+        repro = repro_command(case, device, self.et_src)
+        if isinstance(case, KernelCase):
+            results = [self._run_kernel(case, device, repro)]
+        else:
+            from vkdiff.harness.models import check_case
+
+            results = check_case(case, self.shader_variants(), repro=repro)
+        for result in results:
+            annotate(result)
+        return results
+
+    def shader_variants(self) -> frozenset[str] | None:
+        """Variant names of the run's tree (None without one)."""
+        return self.builder.variants() if self.tree.path is not None else None
+
+    @property
+    def builder(self) -> ShaderBuilder:
+        if self._builder is None:
+            from vkdiff.device.build import ShaderBuilder
+
+            self._builder = ShaderBuilder(self.tree.path)
+        return self._builder
+
+    def close(self) -> None:
+        """Stop preparing ahead (the preparation thread finishes its current case)."""
+        if self._stream is not None:
+            self._stream.close()
+        self._stream, self._scheduled = None, set()
+
+    def _run_kernel(self, case: KernelCase, device: str, repro: str) -> Result:
+        from vkdiff.harness.kernels import base_result, run_case
+
+        if device not in self.adapters:
+            return base_result(case, device, Status.NOT_RUN, reason=NO_ADAPTER, repro=repro)
+        if self.tree.path is None:
+            return base_result(case, device, Status.NOT_RUN, reason=self.tree.note, repro=repro)
+        return run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
+                        prepared=self._prepared(case), repro=repro)
+
+    def _context(self, slug: str) -> DeviceContext:
+        if slug not in self._contexts:
+            from vkdiff.device.context import DeviceContext
+
+            self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder)
+        return self._contexts[slug]
+
+    def _prepared(self, case: KernelCase) -> Prepared | None:
+        """Arguments and reference of ``case``'s data id: the last one, the scheduled stream's, or prepared now."""
+        from vkdiff.harness.kernels import prepare_or_none
+
+        if self._last[0] == case.data_id:
+            return self._last[1]
+        if self._stream is not None and case.data_id in self._scheduled:
+            for streamed, prepared in self._stream:
+                self._scheduled.discard(streamed.data_id)
+                if streamed.data_id == case.data_id:
+                    self._last = (case.data_id, prepared)
+                    return prepared
+        self._last = (case.data_id, prepare_or_none(case, self.seed))
+        return self._last[1]

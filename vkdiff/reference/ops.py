@@ -1,0 +1,142 @@
+"""Every op in scope by its full name, taking its schema's arguments by name.
+
+The one table the reference interpreter walks a delegate with and the kernel runner
+computes expected outputs with. Arguments arrive as the schema names them
+(``vkdiff.harness.datamodel.schemas``): tensors as numpy arrays, scalars and lists as
+Python values, absent optionals as None, dtypes as numpy dtype names. A tuple return
+is a tuple of arrays.
+
+An op whose output is a reduction may also register ``accumulation``: the output and
+the sum of absolute terms of each output element (``|x| @ |w|.T`` for a linear), which
+the tolerance policy scales its accumulation bound by. Computed together, the
+dequantized weight is built once.
+
+Example::
+
+    >>> import numpy as np
+    >>> evaluate("aten.add.Tensor", {"self": np.ones(2), "other": np.ones(2), "alpha": 2})
+    array([3., 3.])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+
+from vkdiff.reference import aten
+from vkdiff.reference.embedding import embedding_q4gsw
+from vkdiff.reference.linear import dequantize_q4gsw_weight, linear_dq8ca_q4gsw, linear_float64
+from vkdiff.reference.quant import choose_qparams_affine
+
+__all__ = ["OPS", "ReferenceOp", "UnsupportedOpError", "evaluate", "evaluate_with_magnitude", "reference_op"]
+
+
+class UnsupportedOpError(NotImplementedError):
+    """No reference is registered for an op (→ ``NOT_RUN`` for the numerics that need it)."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class ReferenceOp:
+    """The numpy semantics of one op."""
+
+    name: str
+    """Full op name (``et_vk.linear_q4gsw.default``)."""
+    fn: Callable[..., Any]
+    """Output(s) from the schema's arguments by name."""
+    accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None
+    """``(output, magnitude)`` for reductions, else None."""
+
+
+OPS: dict[str, ReferenceOp] = {}
+"""Reference ops by full op name."""
+
+
+def reference_op(*names: str, accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None):
+    """Register the decorated function as the reference of ``names``."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            OPS[name] = ReferenceOp(name=name, fn=fn, accumulation=accumulation)
+        return fn
+    return wrap
+
+
+def _lookup(name: str) -> ReferenceOp:
+    if name not in OPS:
+        raise UnsupportedOpError(f"no reference for {name}")
+    return OPS[name]
+
+
+def evaluate(name: str, args: Mapping[str, Any]) -> Any:
+    """The reference output(s) of op ``name`` on ``args`` (schema names).
+
+    Raises:
+        UnsupportedOpError: no reference is registered for ``name``.
+    """
+    return _lookup(name).fn(**args)
+
+
+def evaluate_with_magnitude(name: str, args: Mapping[str, Any]) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """``(output, magnitude)``; the magnitude is None for ops that are not reductions."""
+    op = _lookup(name)
+    if op.accumulation is None:
+        return op.fn(**args), None
+    return op.accumulation(**args)
+
+
+def _linear_q4gsw_accumulation(self, weights, weight_scales, group_size, bias=None):
+    weight = dequantize_q4gsw_weight(weights, weight_scales, group_size, np.shape(self)[-1])
+    expected = linear_float64(self, weight, bias)
+    magnitude = linear_float64(np.abs(self), np.abs(weight, out=weight), None if bias is None else np.abs(bias))
+    return expected, magnitude
+
+
+@reference_op("et_vk.linear_q4gsw.default", accumulation=_linear_q4gsw_accumulation)
+def _linear_q4gsw(self, weights, weight_scales, group_size, bias=None):
+    weight = dequantize_q4gsw_weight(weights, weight_scales, group_size, np.shape(self)[-1])
+    return linear_float64(self, weight, bias)
+
+
+@reference_op("et_vk.linear_dq8ca_q4gsw.default")
+def _linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias=None):
+    return linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias)
+
+
+@reference_op("et_vk.embedding_q4gsw.default")
+def _embedding_q4gsw(weight, weight_scales, group_size, indices, is_linear_weight=False):
+    return embedding_q4gsw(np.asarray(indices).astype(np.int64), weight, weight_scales, group_size,
+                           bool(is_linear_weight))
+
+
+@reference_op("torchao.choose_qparams_affine.default")
+def _choose_qparams_affine(input, mapping_type, block_size, target_dtype=None, quant_min=None, quant_max=None,
+                           eps=None, scale_dtype=None, zero_point_dtype=None, keepdim=False):
+    """torchao quantizes float32 activations: the interpreter's float64 values are taken back to float32."""
+    x = np.asarray(input)
+    x = x.astype(np.float32) if x.dtype == np.float64 else x
+    return choose_qparams_affine(x, [int(b) for b in block_size], int(quant_min), int(quant_max),
+                                 mapping=str(mapping_type).lower(), eps=eps, scale_dtype=scale_dtype,
+                                 zero_point_dtype=zero_point_dtype, keepdim=bool(keepdim))
+
+
+reference_op("aten.add.Tensor")(aten.add)
+reference_op("aten.sub.Tensor")(aten.sub)
+reference_op("aten.mul.Tensor")(aten.mul)
+reference_op("aten.div.Tensor")(aten.div)
+reference_op("aten.sigmoid.default")(aten.sigmoid)
+reference_op("aten.silu.default")(aten.silu)
+reference_op("aten.view_copy.default", "aten._unsafe_view.default")(aten.view_copy)
+reference_op("aten.squeeze_copy.dims")(aten.squeeze_copy)
+reference_op("aten.unsqueeze_copy.default")(aten.unsqueeze_copy)
+reference_op("aten.permute_copy.default")(aten.permute_copy)
+
+
+@reference_op("aten.clone.default")
+def _clone(self, memory_format=None):
+    return np.array(self)
+
+
+@reference_op("aten._to_copy.default")
+def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    return aten.to_copy(self, dtype)
