@@ -10,8 +10,9 @@ import os
 import tempfile
 import time
 
-from vkdiff.cases.models import all_model_cases
-from vkdiff.harness.lower import lower, quiet_libraries
+from vkdiff.cases.catalog import all_model_cases
+from vkdiff.harness.edge import quiet_libraries
+from vkdiff.harness.lower import lower
 
 
 def main() -> None:

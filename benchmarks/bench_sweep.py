@@ -1,97 +1,156 @@
-"""Time the linear_q4gsw sweep on one adapter: cold (empty SPIR-V cache, no pipelines) vs warm.
+"""Time the kernel sweep on one adapter: what caching controls, vkdiff's own overhead, time to first verdict.
 
-warm: the same process again, SPIR-V on disk and pipelines in memory; warm-disk: a new
-device context that reuses only the on-disk SPIR-V cache. Each pass is split into
-``prepare`` (seeded inputs and the float64 reference, once per data id as ``vkdiff run``
-does) and ``device`` (build, pipelines, upload, dispatch, readback, comparison). The
-warm ``device`` time is the floor no cache can remove: the kernels themselves.
+Reports, for the selected kernel cases (default: the 400-case ``linear_q4gsw`` sweep):
 
-    python3 benchmarks/bench_sweep.py --et-src ~/src/executorch [--cases REGEX] [--device llvmpipe]
-                                      [--spirv-cache DIR]
+* **build + pipelines**: time inside ``DeviceContext.kernel`` (codegen, glslc, SPIR-V
+  transforms, pipeline creation), cold (empty SPIR-V cache, new device), warm (same
+  device: goal ≈ 0) and warm-disk (new device, SPIR-V from the disk cache: wgpu-py
+  has no pipeline cache, so pipelines are rebuilt);
+* **host overhead per verdict**: ``run_case`` wall time minus device work (uploads,
+  dispatches, readbacks, builds) with references prepared beforehand, i.e. what
+  vkdiff itself adds per verdict: comparison, metrics, the result record (goal < 2 ms);
+* **preparation**: wall and CPU time of the references with the BLAS cap vkdiff
+  applies (``PREPARE_BLAS_THREADS``) and without it;
+* **time to first verdict**: ``vkdiff run`` of one kernel case in a fresh process with
+  warm caches (median of 3), start to exit.
+
+    python3 benchmarks/bench_sweep.py --et-src TREE [--cases REGEX] [--device llvmpipe] [--spirv-cache DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import dataclasses
+import contextlib
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from typing import Callable, Iterator
 
 from vkdiff.cases.kernels import KernelCase, all_cases
+from vkdiff.device import graph, resources
 from vkdiff.device.adapters import select
-from vkdiff.device.build import CACHE_ENV, ShaderBuilder, resolve_et_src
+from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
-from vkdiff.harness.kernels import prepare_case, prepared_stream, run_case
+from vkdiff.device.trees import resolve_et_src
+from vkdiff.harness import kernels
+from vkdiff.harness.datamodel import CACHE_ENV
+
+FIRST_VERDICT_CASE = r"^linear_q4gsw\[M13-K256-N40-g32-fp32-buffer\]$"
 
 
-@dataclasses.dataclass
-class Pass:
-    prepare: float = 0.0
-    device: float = 0.0
-    counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+class Clock:
+    """Seconds spent inside instrumented functions (outermost calls only, so nesting is not counted twice)."""
 
-    @property
-    def total(self) -> float:
-        return self.prepare + self.device
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._depth = 0
 
-    def line(self, name: str, cold: "Pass | None" = None) -> str:
-        share = f"  {100 * self.total / cold.total:5.1f}% of cold" if cold else ""
-        return (f"{name:<9} {self.total:7.2f} s  (prepare {self.prepare:6.2f} s, device {self.device:6.2f} s)"
-                f"{share}  {dict(self.counts)}")
-
-
-def timed_pass(ctx: DeviceContext, cases: list[KernelCase]) -> Pass:
-    timing, last = Pass(), ("", None)
-    for case in cases:
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        self._depth += 1
         start = time.perf_counter()
-        if last[0] != case.data_id:
-            last = (case.data_id, prepare_case(case))
-        middle = time.perf_counter()
-        timing.counts[run_case(ctx, case, prepared=last[1]).status] += 1
-        timing.prepare += middle - start
-        timing.device += time.perf_counter() - middle
-    return timing
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.seconds += time.perf_counter() - start
+
+    def wrap(self, fn: Callable) -> Callable:
+        def timed(*args, **kwargs):
+            with self.timing():
+                return fn(*args, **kwargs)
+        return timed
 
 
-def overlapped_pass(ctx: DeviceContext, cases: list[KernelCase]) -> float:
-    """What ``vkdiff run`` does: the next references are prepared on a thread while the device runs."""
-    start = time.perf_counter()
-    for case, prepared in prepared_stream(cases):
-        run_case(ctx, case, prepared=prepared)
-    return time.perf_counter() - start
+@contextlib.contextmanager
+def instrumented() -> Iterator[tuple[Clock, Clock]]:
+    """(device work, build + pipelines): clocks around every device-layer entry point a launcher uses."""
+    device, build = Clock(), Clock()
+    targets = [(resources, "tensor"), (resources, "buffer_tensor"), (resources, "uniform"), (resources, "poisoned"),
+               (resources, "read"), (graph, "dispatch_pipeline")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in targets]
+    kernel = DeviceContext.kernel
+    for owner, name, fn in saved:
+        setattr(owner, name, device.wrap(fn))
+    DeviceContext.kernel = device.wrap(build.wrap(kernel))
+    try:
+        yield device, build
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+        DeviceContext.kernel = kernel
+
+
+def prepared_all(cases: list[KernelCase]) -> tuple[dict[str, kernels.Prepared], float, float]:
+    """References of every data id, with (wall, CPU) seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out: dict[str, kernels.Prepared] = {}
+    for case in cases:
+        if case.data_id not in out:
+            out[case.data_id] = kernels.prepare_case(case)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def device_pass(ctx: DeviceContext, cases: list[KernelCase], prepared: dict[str, kernels.Prepared]):
+    """(wall, device work, build + pipelines, statuses) of running every case with references given."""
+    statuses: dict[str, int] = {}
+    with instrumented() as (device, build):
+        start = time.perf_counter()
+        for case in cases:
+            status = kernels.run_case(ctx, case, prepared=prepared[case.data_id]).status
+            statuses[status] = statuses.get(status, 0) + 1
+        wall = time.perf_counter() - start
+    return wall, device.seconds, build.seconds, statuses
+
+
+def first_verdict(et_src: str, device: str) -> list[float]:
+    """Wall seconds of three fresh ``vkdiff run`` processes of one case (caches warm after the first)."""
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(4):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "vkdiff.harness.cli", "run", "--suite", "kernels", "--cases",
+                            FIRST_VERDICT_CASE, "--device", device, "--et-src", et_src, "--results",
+                            os.path.join(tmp, f"r{i}.jsonl")], check=True, capture_output=True)
+            times.append(time.perf_counter() - start)
+    return times[1:]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--et-src", default=None)
+    parser.add_argument("--et-src", required=True, help="ExecuTorch tree: checkout, REPO@REV or tarball")
     parser.add_argument("--cases", default=r"^linear_q4gsw\[")
     parser.add_argument("--device", default="llvmpipe")
     parser.add_argument("--spirv-cache", metavar="DIR", default=None,
-                        help="Reuse the SPIR-V cache in DIR (machines without glslc); cold then builds pipelines only")
+                        help="Reuse the SPIR-V cache in DIR (machines without glslc): cold then builds pipelines only")
     args = parser.parse_args()
     os.environ[CACHE_ENV] = args.spirv_cache or tempfile.mkdtemp(prefix="vkdiff-bench-cache-")
-    et_src = resolve_et_src(args.et_src)
-    if et_src is None:
-        raise SystemExit("bench_sweep: pass --et-src or set VKDIFF_ET_SRC")
+    tree = resolve_et_src(args.et_src)
     cases = all_cases(args.cases)
     info, adapter = select([args.device])[0]
     print(f"{len(cases)} cases on {info.slug} ({info.driver}); cache {os.environ[CACHE_ENV]}")
-    ctx = DeviceContext(info, adapter, ShaderBuilder(et_src))
-    cold = timed_pass(ctx, cases)
-    print(cold.line("cold"))
-    warm = timed_pass(ctx, cases)
-    print(warm.line("warm", cold))
-    disk = timed_pass(DeviceContext(info, adapter, ShaderBuilder(et_src)), cases)
-    print(disk.line("warm-disk", cold) + "  (SPIR-V cached, pipelines rebuilt)")
-    overlapped = overlapped_pass(ctx, cases)
-    print(f"warm, references prepared ahead (as vkdiff run): {overlapped:6.2f} s "
-          f"= {100 * overlapped / cold.total:.1f}% of cold")
-    print(f"build+pipelines (cold device - warm device): {cold.device - warm.device:6.2f} s "
-          f"= {100 * (cold.device - warm.device) / cold.total:.1f}% of cold")
-    print(f"floor (warm device: kernels, transfers, comparison): {warm.device:6.2f} s "
-          f"= {100 * warm.device / cold.total:.1f}% of cold")
+
+    prepared, wall, cpu = prepared_all(cases)
+    kernels.PREPARE_BLAS_THREADS = None
+    _, wall_free, cpu_free = prepared_all(cases)
+    kernels.PREPARE_BLAS_THREADS = 1
+    print(f"prepare ({len(prepared)} data ids): BLAS capped to 1 thread {wall:6.2f} s wall, {cpu:6.2f} s CPU; "
+          f"uncapped {wall_free:6.2f} s wall, {cpu_free:6.2f} s CPU")
+
+    ctx = DeviceContext(info, adapter, ShaderBuilder(tree))
+    passes = {"cold": device_pass(ctx, cases, prepared), "warm": device_pass(ctx, cases, prepared),
+              "warm-disk": device_pass(DeviceContext(info, adapter, ShaderBuilder(tree)), cases, prepared)}
+    for name, (total, device, build, statuses) in passes.items():
+        overhead_ms = 1000 * (total - device) / len(cases)
+        print(f"{name:<9} {total:7.2f} s: build+pipelines {build:6.2f} s, other device work {device - build:6.2f} s, "
+              f"host overhead {overhead_ms:5.2f} ms/verdict  {statuses}")
+    times = first_verdict(args.et_src, info.slug)
+    print(f"time to first verdict, fresh process, warm caches: median {statistics.median(times):.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in times)})")
 
 
 if __name__ == "__main__":

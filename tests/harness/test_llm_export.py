@@ -13,6 +13,7 @@ import torch
 from vkdiff.cases import llm
 from vkdiff.harness import lower as lowering
 from vkdiff.harness.datamodel import schema_of
+from vkdiff.harness.edge import quiet_libraries
 from vkdiff.harness.llm_export import LLM_RECIPES, llm_config, source_transforms
 
 FASTEST = "llm-4w"
@@ -28,7 +29,7 @@ def _case(recipe: str):
 
 def test_export_llama_4w_is_one_vulkan_delegate():
     case = _case(FASTEST)
-    with lowering.quiet_libraries():
+    with quiet_libraries():
         lowered = lowering.lower(case)
     assert lowered.partitions == 1 and len(lowered.delegates) == 1
     assert lowered.undelegated_ops == {}
@@ -69,7 +70,7 @@ def test_recipe_model_is_export_llamas_model():
 
     case = _case(FASTEST)
     model, (tokens, input_pos) = case.instantiate()
-    with lowering.quiet_libraries():
+    with quiet_libraries():
         ours = LLM_RECIPES[case.recipe](model, (tokens, input_pos))
         checkpoint, params = llm.checkpoint_paths(llm.TINY, "fp32")
         cfg = llm_config(dict(case.options), str(checkpoint), str(params), ".")

@@ -33,7 +33,8 @@ def test_inactive_without_flag(pytester):
 def test_items_skip_as_not_run_without_tree(pytester, monkeypatch):
     monkeypatch.setenv("VKDIFF_ET_SRC", "none")
     result = pytester.runpytest("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS, "-rs", "-v")
-    result.stdout.fnmatch_lines(["*linear_q4gsw?M1-K64-N40-g32-fp32-buffer?@llvmpipe SKIPPED*",
+    result.stdout.fnmatch_lines(["vkdiff: no ExecuTorch tree (VKDIFF_ET_SRC=none*",
+                                 "*linear_q4gsw?M1-K64-N40-g32-fp32-buffer?@llvmpipe SKIPPED*",
                                  "*NOT_RUN: no ExecuTorch tree*"])
     result.assert_outcomes(skipped=2)
     assert {r["status"] for r in _results(pytester)} == {"NOT_RUN"}

@@ -20,8 +20,11 @@ class DeviceContext:
         self.info = info
         self.device = create_device(info, adapter)
         self.builder = builder
+        self.info_dict = info.to_dict()
+        """``info`` as results record it (built once per device)."""
         self.pipelines = PipelineCache(self.device)
         self._variants = builder.variants()
+        self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}
 
     def has(self, name: str) -> bool:
         """Whether the tree defines shader variant ``name``."""
@@ -39,6 +42,13 @@ class DeviceContext:
 
     def kernel(self, name: str, spec_constants: Mapping[int, int | float | bool],
                local_size: tuple[int, int, int]) -> tuple[Pipeline, BuiltShader]:
-        """Build (cached) and load (cached) one variant with its spec constants baked in."""
-        shader = self.builder.build(self.require(name))
-        return self.pipelines.get(shader.spv, spec_constants, local_size, label=name), shader
+        """Build (cached) and load (cached) one variant with its spec constants baked in.
+
+        Memoised per (variant, spec constants, local size) for this device: a warm dispatch
+        neither reads the SPIR-V cache nor hashes the module again.
+        """
+        key = (name, tuple(sorted(spec_constants.items())), tuple(local_size))
+        if key not in self._kernels:
+            shader = self.builder.build(self.require(name))
+            self._kernels[key] = self.pipelines.get(shader.spv, spec_constants, local_size, label=name), shader
+        return self._kernels[key]

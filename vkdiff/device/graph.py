@@ -56,14 +56,17 @@ class Launch:
     """Output tensor read back to numpy in its logical shape."""
     variant: str
     """ET-VK shader variant that computed the output (the last execute dispatch)."""
-    unwritten: int
-    """Output elements the kernel never wrote (still poisoned)."""
     polyfilled: bool = False
     """True when any shader used had ``dotPacked4x8AccSatEXT`` emulated."""
     shaders: tuple[str, ...] = ()
     """Every variant dispatched (prepack shaders first)."""
     dispatch: dict = dataclasses.field(default_factory=dict)
     """Global/local workgroup sizes and spec constants of the main dispatch."""
+
+    @property
+    def unwritten(self) -> int:
+        """Output elements the kernel never wrote (still poisoned)."""
+        return int(layouts.unwritten_mask(self.output).sum())
 
 
 class ComputeGraph:
@@ -113,6 +116,5 @@ class ComputeGraph:
         main = [d for d in self.dispatches if not d.prepack][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)
-        return Launch(output=output, variant=main.shader, unwritten=int(layouts.unwritten_mask(output).sum()),
-                      polyfilled=self.polyfilled, shaders=shaders,
+        return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, shaders=shaders,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})

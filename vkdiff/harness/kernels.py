@@ -147,7 +147,7 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
     """
     start = time.perf_counter()
     result = base_result(case, ctx.info.slug, Status.ERROR, seed=case.seed(session_seed), repro=repro,
-                         device_info=ctx.info.to_dict(), versions={"et_tree": ctx.builder.tree})
+                         device_info=ctx.info_dict, versions={"et_tree": ctx.builder.tree})
     try:
         prepared = prepared or prepare_case(case, session_seed)
         first = launch(ctx, case, prepared)

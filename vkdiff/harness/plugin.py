@@ -61,6 +61,12 @@ def pytest_sessionstart(session) -> None:
         vk.start()
 
 
+def pytest_report_header(config) -> list[str]:
+    """One line: which ExecuTorch tree the session runs (or why none, and how to give one)."""
+    vk = config.stash.get(SESSION_KEY, None)
+    return [f"vkdiff: {vk.tree.note}"] if vk is not None and vk.tree is not None else []
+
+
 class XdistHooks:
     """Hooks that exist only while pytest-xdist is loaded (``-p no:xdist`` must still work)."""
 
