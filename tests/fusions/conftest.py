@@ -10,7 +10,7 @@ from vkdiff.cases.models import Linear, TiedLMHead, random_activations, random_t
 
 def _lowered(case: ModelCase):
     from vkdiff.harness.edge import quiet_libraries
-from vkdiff.harness.lower import lower
+    from vkdiff.harness.lower import lower
 
     with quiet_libraries():
         return lower(case)
