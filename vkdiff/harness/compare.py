@@ -66,7 +66,7 @@ class ErrorStatistics:
             diff = np.abs(a - e)
             over = diff > bound
             ratio_all = diff / safe_bound
-            ratio, nan_count, inf_count, signal = ratio_all, 0, 0, float(np.vdot(e, e))
+            ratio, nan_count, inf_count, signal = ratio_all, 0, 0, _sum_of_squares(e)
         else:
             written = np.ones(a.shape, bool) if unwritten is None else ~unwritten
             finite_ref = np.isfinite(e)
@@ -78,7 +78,7 @@ class ErrorStatistics:
             ratio_all = np.where(written & ~nan & ~inf, ratio, np.inf)
             nan_count, inf_count = int(nan.sum()), int(inf.sum())
             signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
-        noise = float(np.vdot(diff, diff))
+        noise = _sum_of_squares(diff)
         bad = np.flatnonzero(over)
         worst = None
         if bad.size:
@@ -143,6 +143,11 @@ class ErrorStatistics:
 
 HIST_EDGES = [float(e) for e in range(-8, 5)]
 """log10 bins of error/bound: 1e-8 … 1e4; 0 is the tolerance edge."""
+
+
+def _sum_of_squares(values: np.ndarray) -> float:
+    """``sum(values**2)`` without BLAS (``np.vdot`` would wake an OpenBLAS pool of one thread per core per verdict)."""
+    return float(np.add.reduce(np.square(values), axis=None))
 
 
 def _histogram(ratio: np.ndarray) -> dict[str, list]:
