@@ -47,8 +47,8 @@ class DeviceContext:
         Memoised per (variant, spec constants, local size) for this device: a warm dispatch
         neither reads the SPIR-V cache nor hashes the module again.
         """
-        key = (name, tuple(sorted(spec_constants.items())), tuple(local_size))
+        key = (self.require(name), tuple(sorted(spec_constants.items())), tuple(local_size))
         if key not in self._kernels:
-            shader = self.builder.build(self.require(name))
+            shader = self.builder.build(name)
             self._kernels[key] = self.pipelines.get(shader.spv, spec_constants, local_size, label=name), shader
         return self._kernels[key]

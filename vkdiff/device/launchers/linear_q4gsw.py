@@ -107,7 +107,7 @@ def add_linear_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_weigh
                    resources=[out, x, packed_weight, scales, bias, *ubos])
 
 
-def resize_linear_qw_node(args: Mapping[str, Any]) -> tuple[tuple[int, ...], Any]:
+def resize_linear_qw_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
     """``resize_linear_qw_node``: output ``[..., M, N]`` in the input's dtype."""
     x, weights = np.asarray(args["self"]), np.asarray(args["weights"])
     return (*x.shape[:-1], weights.shape[0]), x.dtype

@@ -33,8 +33,9 @@ class Port:
     """That tree (``executorch main cff6f4dd32``)."""
 
 
-OutputSpec = Callable[[Mapping[str, Any]], tuple[tuple[int, ...], Any]]
-"""Arguments (arrays and scalars by schema name) → output (shape, dtype)."""
+OutputSpec = Callable[[Mapping[str, Any], Any], tuple[tuple[int, ...], Any]]
+"""(arguments by schema name, requested output dtype or None) → output (shape, dtype): what the graph
+would allocate for the op's output value."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -90,7 +91,7 @@ def launcher_for(op: str) -> Launcher:
     return LAUNCHERS[op]
 
 
-def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage,
+def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage, dtype: Any = None,
            **options: Any) -> Launch:
     """Run ``op`` once on numpy arguments: a one-op graph, inputs in ``storage``, the output read back.
 
@@ -99,6 +100,8 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         op (str): full op name.
         args (Mapping[str, Any]): the op's arguments by schema name (arrays, scalars, None).
         storage (str): storage of the inputs and the output (``buffer``, ``texture3d``).
+        dtype: the output's dtype where the arguments do not decide it (an embedding's table
+            may be float16 while the graph computes in float32); None lets the op decide.
         **options: launcher options (e.g. ``weight_storage``) passed to its op function.
 
     Returns:
@@ -114,7 +117,7 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
             values[name] = TensorRef(id=name, data=value)
         else:
             values[name] = graph.add_input(value, storage, label=name)
-    shape, dtype = launcher.output(args)
-    out = graph.add_output(shape, dtype, storage)
+    shape, out_dtype = launcher.output(args, dtype)
+    out = graph.add_output(shape, out_dtype, storage)
     launcher.add_node(graph, values, out, **options)
     return graph.launch(out)

@@ -1,0 +1,119 @@
+"""Launcher for ``et_vk.embedding_q4gsw`` through ET-VK's ``embedding_q4gsw*`` shaders.
+
+Ported from ``runtime/graph/ops/impl/EmbeddingQ4gsw.cpp`` (``embedding_q4gsw`` →
+``add_embedding_q4gsw_node``):
+
+* ``is_linear_weight=False``: the 4-bit table ``uint8 [V, D/2]`` (byte = ``(even + 8) << 4 |
+  (odd + 8)``) goes to a buffer as is (``prepack_standard``); ``True``: the table is in
+  ``linear_q4gsw``'s nibble order and is repacked by ``prepack_quantized_linear_weight``
+  through the same prepack cache, so a weight tied to a linear is packed once;
+* scales ``[V, D/gs]`` to a buffer in their own dtype;
+* variant ``embedding_q4gsw[_float_scales][_linear_weight_{weight storage}]_{out storage}_{dtype}``
+  (``_float_scales`` unless the scales are float16);
+* global size ``(D/32, H, prod(leading dims))`` of the output, local size
+  ``create_local_wg_size`` (``default_pick_local_wg_size``);
+* push constants ``group_size``, ``is_linear_weight`` (int32); UBO: output sizes, WHCN ``ivec4``;
+* output sizes ``indices.shape + [D]`` (``resize_embedding_q4gsw_node``); ``D % 32 == 0``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from vkdiff.device import resources
+from vkdiff.device.context import DeviceContext
+from vkdiff.device.graph import ComputeGraph, Launch
+from vkdiff.device.launchers.common import create_local_wg_size, dtype_suffix, prepack_standard
+from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
+from vkdiff.device.launchers.registry import Port, register_op, run_op
+from vkdiff.device.resources import Storage, Tensor
+
+OP = "et_vk.embedding_q4gsw.default"
+
+PORTS = (
+    Port(file="runtime/graph/ops/impl/EmbeddingQ4gsw.cpp",
+         functions=("embedding_q4gsw", "add_embedding_q4gsw_node", "pick_embedding_q4gsw_global_wg_size",
+                    "resize_embedding_q4gsw_node"),
+         sha256="5bc5cc37b363b78b291d142d8f507f2576a6d83780b2080d5b5372c3de6d5cbe",
+         tree="executorch main cff6f4dd32"),
+)
+
+
+def pick_embedding_q4gsw_global_wg_size(out: Tensor) -> tuple[int, int, int]:
+    """``(D/32, H, product of the leading dims)`` of the output."""
+    *leading, height, width = (1, *out.shape) if len(out.shape) == 1 else out.shape
+    return width // 32, height, int(np.prod(leading, dtype=np.int64)) if leading else 1
+
+
+def embedding_shader(out: Tensor, weight: Tensor, scales: Tensor, is_linear_weight: bool) -> str:
+    """The variant ``add_embedding_q4gsw_node`` picks."""
+    name = "embedding_q4gsw" + ("" if scales.dtype == np.float16 else "_float_scales")
+    if is_linear_weight:
+        name += f"_linear_weight_{weight.storage}"
+    return f"{name}_{out.storage}_{dtype_suffix(out.dtype)}"
+
+
+def add_embedding_q4gsw_node(graph: ComputeGraph, out: Tensor, indices: Tensor, weight: Tensor, scales: Tensor,
+                             group_size: int, is_linear_weight: bool) -> None:
+    """``add_embedding_q4gsw_node``: one dispatch gathering and dequantizing 32 values per invocation."""
+    if out.shape[-1] % 32:
+        raise ValueError(f"embedding_q4gsw: embed_dim must be a multiple of 32, got {out.shape[-1]}")
+    name = embedding_shader(out, weight, scales, is_linear_weight)
+    global_wg = pick_embedding_q4gsw_global_wg_size(out)
+    immediates = np.array([group_size, int(is_linear_weight)], dtype=np.int32).tobytes()
+    ubo = resources.uniform(graph.device, np.array(
+        list(reversed(out.shape)) + [1] * (4 - len(out.shape)), dtype=np.int32).tobytes(), "out_sizes")
+    graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg),
+                   resources=[out, indices, weight, scales, ubo], immediates=immediates)
+
+
+def resize_embedding_q4gsw_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
+    """``resize_embedding_q4gsw_node``: ``indices.shape + [D]``, D = 2 × the table's packed width."""
+    weight = np.asarray(args["weight"])
+    return (*np.shape(args["indices"]), weight.shape[-1] * 2), np.dtype(dtype or np.asarray(args["weight_scales"]).dtype)
+
+
+@register_op(OP, output=resize_embedding_q4gsw_node, constants=("weight", "weight_scales"), ports=PORTS)
+def embedding_q4gsw_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
+    """``embedding_q4gsw``: prepack the table (standard or linear repack) and the scales, then the node.
+
+    Args:
+        graph (ComputeGraph): where the nodes go.
+        args (Mapping): ``weight``, ``weight_scales`` (TensorRef), ``group_size`` (int), ``indices`` (Tensor,
+            int32), ``is_linear_weight`` (bool), by schema name.
+        out (Tensor): the output ``indices.shape + [D]``.
+    """
+    is_linear_weight = bool(args["is_linear_weight"])
+    weight = (prepack_quantized_linear_weight(graph, args["weight"]) if is_linear_weight
+              else prepack_standard(graph, args["weight"]))
+    scales = prepack_standard(graph, args["weight_scales"])
+    add_embedding_q4gsw_node(graph, out, args["indices"], weight, scales, int(args["group_size"]), is_linear_weight)
+
+
+def embedding_q4gsw(ctx: DeviceContext, weight: np.ndarray, weight_scales: np.ndarray, group_size: int,
+                    indices: np.ndarray, is_linear_weight: bool = False, *, io_storage: Storage = "texture3d",
+                    dtype: Any = np.float32) -> Launch:
+    """Gather rows of a 4-bit group-quantized table with ET-VK's real embedding_q4gsw shaders.
+
+    Args:
+        ctx (DeviceContext): device and shader tree to run on.
+        weight (np.ndarray): ``uint8 [V, D/2]`` in embedding (or, with ``is_linear_weight``, linear) nibble order.
+        weight_scales (np.ndarray): ``[V, D/gs]``, float32 or float16 (float16 picks the half-scales variant).
+        group_size (int): quantization group size along D.
+        indices (np.ndarray): int32 indices, e.g. ``[1, T]``.
+        is_linear_weight (bool): the table is a tied linear weight (``linear_q4gsw``'s packing).
+        io_storage (str): storage of indices and output (``buffer`` or ``texture3d``).
+        dtype: output dtype (float32 or float16).
+
+    Returns:
+        Launch: the ``indices.shape + [D]`` output, the variant, the unwritten count.
+
+    Example::
+
+        launch = embedding_q4gsw(ctx, table, scales, 32, np.array([[3, 1, 4]], np.int32), io_storage="buffer")
+    """
+    args = dict(weight=weight, weight_scales=weight_scales, group_size=group_size,
+                indices=np.ascontiguousarray(indices, dtype=np.int32), is_linear_weight=is_linear_weight)
+    return run_op(ctx, OP, args, storage=io_storage, dtype=dtype)
