@@ -141,12 +141,13 @@ def _value(graph_module: torch.fx.GraphModule, arg: Any) -> Any:
 
 
 def qparams(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> dict[str, Any]:
-    """``{"scale", "zero_point", "quant_min", "quant_max", "dtype", "node"}`` of a (de)quantize_per_tensor node."""
+    """``{"scale", "zero_point", "quant_min", "quant_max", "dtype", "node"}`` of a (de)quantize_per_tensor node.
+
+    Arguments are read by the names of the node's own schema (``quantized_decomposed``'s).
+    """
     names = ("scale", "zero_point", "quant_min", "quant_max", "dtype")
-    out = {name: _value(graph_module, arg) for name, arg in zip(names, node.args[1:])}
-    for name in names:
-        if name in node.kwargs:
-            out[name] = _value(graph_module, node.kwargs[name])
+    bound = {arg.name: value for arg, value in zip(node.target._schema.arguments, node.args)} | dict(node.kwargs)
+    out = {name: _value(graph_module, bound[name]) for name in names if name in bound}
     out["node"] = node.name
     return out
 
