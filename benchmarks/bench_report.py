@@ -56,8 +56,8 @@ REASONS = {
 }
 
 
-def _case_ids(n_cases: int, rng: np.random.Generator) -> list[tuple[str, str, str]]:
-    """(case id, op, variant), deterministic shapes in ET-VK style."""
+def _case_ids(n_cases: int, rng: np.random.Generator) -> list[tuple[str, str, str, dict[str, int]]]:
+    """(case id, op, variant, sizes), deterministic shapes in ET-VK style."""
     out, seen = [], set()
     while len(out) < n_cases:
         op = OPS[int(rng.integers(len(OPS)))]
@@ -67,7 +67,7 @@ def _case_ids(n_cases: int, rng: np.random.Generator) -> list[tuple[str, str, st
             case = f"{op}[M{m}-K{k}-N{n}-g{g}-{variant}]"
             if case not in seen and len(out) < n_cases:
                 seen.add(case)
-                out.append((case, op, variant))
+                out.append((case, op, variant, {"M": m, "K": k, "N": n, "g": g}))
     return out
 
 
@@ -96,7 +96,7 @@ def _hist(rng: np.random.Generator, total: int, failing: bool) -> dict:
 
 
 def synthesise(n_results: int = 1000, n_devices: int = 2, seed: int = 0, *,
-               devices: list[str] | None = None, cases: list[tuple[str, str, str]] | None = None,
+               devices: list[str] | None = None, cases: list[tuple[str, str, str, dict]] | None = None,
                duplicates: int = 10, known: int = 4) -> list[Result]:
     """Synthetic results: ``n_results`` spread over devices (plus ``duplicates`` earlier reruns)."""
     rng = np.random.default_rng(seed)
@@ -106,7 +106,7 @@ def synthesise(n_results: int = 1000, n_devices: int = 2, seed: int = 0, *,
     probs = np.array(weights) / sum(weights)
     base = datetime.datetime(2026, 11, 26, 2, 0, tzinfo=datetime.timezone.utc)
     results: list[Result] = []
-    for i, (case, op, variant) in enumerate(cases):
+    for i, (case, op, variant, sizes) in enumerate(cases):
         common = names[int(rng.choice(len(names), p=probs))]
         for d, device in enumerate(devices):
             # mostly the same verdict everywhere; sometimes one device differs (the driver-specific bug)
@@ -137,7 +137,8 @@ def synthesise(n_results: int = 1000, n_devices: int = 2, seed: int = 0, *,
                     "limits": {"max-buffer-size": 2147483647, "max-compute-invocations-per-workgroup": 1024},
                     **DEVICES.get(device, {"name": device})}
             result = Result(
-                case=case, op=op, variant=variant, device=device, status=status,
+                case=case, op=op, variant=variant, shape=sizes, knobs=dict(zip(("dtype", "storage"), variant.split("-"))),
+                device=device, status=status,
                 reason=REASONS.get(status, "") if status not in ("PASS", "FAIL_NUMERIC", "FAIL_NAN") else
                 ("" if status == "PASS" else f"Mismatched elements: {metrics['mismatches']} / {total}"),
                 shader=f"{op}_tiled_{variant.split('-')[1]}_texture2d_{'half' if fp16 else 'float'}",
@@ -148,7 +149,7 @@ def synthesise(n_results: int = 1000, n_devices: int = 2, seed: int = 0, *,
                 flags=["polyfilled"] if op == "linear_dq8ca_q4gsw" else [],
                 dispatch={"global": [5, 1, 1], "local": [1, 1, 64], "spec": {"3": 0, "4": 8}},
                 seed=int(rng.integers(2**32)),
-                repro=f"vkdiff run --cases '^{case.replace('[', chr(92) + '[').replace(']', chr(92) + ']')}$' "
+                repro=f"vkdiff run --suite kernels --cases '^{case.replace('[', chr(92) + '[').replace(']', chr(92) + ']')}$' "
                       f"--device {device} --et-src ~/src/executorch",
                 versions={"vkdiff": "0.1.0", "executorch": "1.5.1", "wgpu": "0.32.0"},
                 device_info=info, seconds=float(rng.uniform(0.05, 3)),

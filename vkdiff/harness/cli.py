@@ -145,7 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         def on_result(result) -> None:
             if result.device != HOST:
                 progress.advance(task)
-            report_line(result, progress.console, counts_as_failure)
+            report_line(result, progress.console)
 
         runner.schedule(cases)
         try:
@@ -166,8 +166,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAIL if any(counts_as_failure(r) for r in results) else 0
 
 
-def report_line(result, console, counts_as_failure) -> None:
+def report_line(result, console) -> None:
     """One line for a known bug, an unexpected pass or a failure (passes and skips stay quiet)."""
+    from vkdiff.harness.expectations import counts_as_failure
+
     first = result.reason.splitlines()[0] if result.reason else ""
     where = f"{result.case}@{result.device}" + (f" {result.rule}" if result.rule else "")
     outcome = (result.expectation or {}).get("outcome")

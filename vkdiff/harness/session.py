@@ -20,7 +20,7 @@ from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.device.trees import TreeChoice
 from vkdiff.harness import store
 from vkdiff.harness.datamodel import CRASH_FLAG, HOST, Result, Status, clip, merge
-from vkdiff.harness.expectations import annotate, counts_as_failure
+from vkdiff.harness.expectations import counts_as_failure
 from vkdiff.harness.runner import NO_DEVICE, Runner
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def apply_outcome(results: Sequence[Result]) -> None:
 
 
 @dataclasses.dataclass(kw_only=True)
-class Merged:
+class MergeSummary:
     """What the controller wrote at the end of the session."""
 
     path: Path
@@ -122,7 +122,7 @@ class VkdiffSession:
         self.results_dir = results_dir
         self.is_worker = is_worker
         self.tree = tree
-        self.merged: Merged | None = None
+        self.merged: MergeSummary | None = None
 
     @classmethod
     def from_config(cls, config) -> "VkdiffSession":
@@ -199,9 +199,7 @@ class VkdiffSession:
         return self.runner.run(item.case, item.device)
 
     def record(self, results: Sequence[Result]) -> None:
-        """Append an item's results (a hook that replaced the runner gets expectations attached here too)."""
         for result in results:
-            annotate(result)
             self.store.append(result)
 
     def record_crash(self, nodeid: str, text: str) -> None:
@@ -211,7 +209,7 @@ class VkdiffSession:
                        status=Status.ERROR.name, reason=clip(text, 400))
         store.ResultStore(self.results_dir / "results-controller.jsonl").append(crash)
 
-    def merge(self) -> Merged | None:
+    def merge(self) -> MergeSummary:
         """All per-process files → ``results.jsonl`` (one verdict per key, ``merge``), plus HTML reports."""
         files = sorted(self.results_dir.glob("results-*.jsonl"))
         merged = [group[-1] for group in merge(store.load(files))]
@@ -222,4 +220,4 @@ class VkdiffSession:
             from vkdiff.reports import render_reports
 
             pages = render_reports([path], self.report_dir).files
-        return Merged(path=path, count=len(merged), pages=pages)
+        return MergeSummary(path=path, count=len(merged), pages=pages)

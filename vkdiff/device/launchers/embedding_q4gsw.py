@@ -25,7 +25,7 @@ import numpy as np
 from vkdiff.device import resources
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch
-from vkdiff.device.launchers.common import create_local_wg_size, dtype_suffix, prepack_standard
+from vkdiff.device.launchers.common import create_local_wg_size, dtype_suffix, prepack_standard, sizes_ivec4
 from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
@@ -63,8 +63,7 @@ def add_embedding_q4gsw_node(graph: ComputeGraph, out: Tensor, indices: Tensor, 
     name = embedding_shader(out, weight, scales, is_linear_weight)
     global_wg = pick_embedding_q4gsw_global_wg_size(out)
     immediates = np.array([group_size, int(is_linear_weight)], dtype=np.int32).tobytes()
-    ubo = resources.uniform(graph.device, np.array(
-        list(reversed(out.shape)) + [1] * (4 - len(out.shape)), dtype=np.int32).tobytes(), "out_sizes")
+    ubo = resources.uniform(graph.device, sizes_ivec4(out.shape), "out_sizes")
     graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg),
                    resources=[out, indices, weight, scales, ubo], immediates=immediates)
 
