@@ -198,14 +198,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     missing = [p for p in args.results if not Path(p).is_file()]
     if missing:
         raise UsageError(f"no such results file: {', '.join(missing)}")
-    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True))
+    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True, soft_wrap=True))
     return 0
 
 
 def write_report(paths: Sequence[Path], out_dir: Path, console) -> None:
+    from vkdiff.harness.store import LoadReport
     from vkdiff.reports import render_reports
 
     index = render_reports(paths, out_dir)
+    if index.problems:
+        console.print(LoadReport(results=[], problems=index.problems).summary(), markup=False, style="yellow")
     console.print(f"report: {index.index} ({index.results} results, {len(index.devices)} device page(s), "
                   f"{index.seconds:.2f} s)", markup=False)
 

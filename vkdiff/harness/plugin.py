@@ -109,5 +109,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if merged is not None:
         terminalreporter.write_sep("-", "vkdiff")
         terminalreporter.write_line(f"{merged.count} results in {merged.path}")
+        for line in merged.unreadable.splitlines():
+            terminalreporter.write_line(line, yellow=True)
         for page in merged.pages:
             terminalreporter.write_line(f"report: {page}")

@@ -104,6 +104,8 @@ class MergeSummary:
     """Results in it (one per key)."""
     pages: list[Path]
     """HTML pages rendered, when ``--vkdiff-report`` was given."""
+    unreadable: str = ""
+    """What could not be read from the per-process files (``LoadReport.summary``), empty when all was."""
 
 
 class VkdiffSession:
@@ -212,7 +214,8 @@ class VkdiffSession:
     def merge(self) -> MergeSummary:
         """All per-process files → ``results.jsonl`` (one verdict per key, ``merge``), plus HTML reports."""
         files = sorted(self.results_dir.glob("results-*.jsonl"))
-        merged = [group[-1] for group in merge(store.load(files))]
+        report = store.read(files)
+        merged = [group[-1] for group in merge(report.results)]
         path = self.results_dir / "results.jsonl"
         store.write(path, merged)
         pages: list[Path] = []
@@ -220,4 +223,4 @@ class VkdiffSession:
             from vkdiff.reports import render_reports
 
             pages = render_reports([path], self.report_dir).files
-        return MergeSummary(path=path, count=len(merged), pages=pages)
+        return MergeSummary(path=path, count=len(merged), pages=pages, unreadable=report.summary())

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from vkdiff.harness.datamodel import Result, Status, clip, merge
-from vkdiff.harness.store import load
+from vkdiff.harness.store import INCOMPLETE_FLAG, LineProblem, read
 
 Category = Literal["pass", "skip", "fail"]
 """How a status counts: success, says nothing about correctness, or a failure (unknown names are failures)."""
@@ -226,6 +226,9 @@ class Row:
 
     @property
     def category(self) -> Category:
+        """The status's category; an incomplete record is listed with the failures, whatever it says."""
+        if INCOMPLETE_FLAG in as_list(self.result.flags):
+            return "fail"
         return category(self.status)
 
     @property
@@ -473,6 +476,8 @@ class Merged:
     """Input files, as given."""
     total_read: int = 0
     """Results read, duplicates included."""
+    problems: list[LineProblem] = dataclasses.field(default_factory=list)
+    """Lines of the input files that could not be read (not UTF-8, not JSON, not an object)."""
 
     @classmethod
     def from_results(cls, results: Iterable[Result], sources: Sequence[str | os.PathLike] = ()) -> "Merged":
@@ -490,7 +495,10 @@ class Merged:
     @classmethod
     def from_paths(cls, paths: Sequence[str | os.PathLike]) -> "Merged":
         paths = list(paths)
-        return cls.from_results(load(paths), sources=paths)
+        report = read(paths)
+        merged = cls.from_results(report.results, sources=paths)
+        merged.problems = report.problems
+        return merged
 
     def devices(self) -> list[str]:
         return sorted({device for _, device in self.rows}, key=natural_key)

@@ -60,6 +60,8 @@ class ReportIndex:
     """Results rendered, one per (case, device)."""
     duplicates: int
     """Results superseded by a later one for the same (case, device)."""
+    problems: list = dataclasses.field(default_factory=list)
+    """Lines of the inputs that could not be read (``LineProblem``)."""
     seconds: float = 0.0
     """Wall time of the rendering."""
 
@@ -132,11 +134,11 @@ def render_merged(merged: Merged, out_dir: str | os.PathLike) -> ReportIndex:
 
     index_path = out / "index.html"
     index_path.write_text(env.get_template("index.html.j2").render(
-        **common, summaries=summaries, cross=cross, total_read=merged.total_read,
+        **common, summaries=summaries, cross=cross, total_read=merged.total_read, problems=merged.problems,
         version_table=_version_table(summaries),
         results=len(merged.rows), duplicates=sum(merged.duplicates.values())), encoding="utf-8")
     return ReportIndex(out_dir=out, index=index_path, cross_device=cross_path, devices=written,
-                       results=len(merged.rows), duplicates=sum(merged.duplicates.values()),
+                       results=len(merged.rows), duplicates=sum(merged.duplicates.values()), problems=merged.problems,
                        seconds=time.perf_counter() - start)
 
 
