@@ -10,7 +10,7 @@ import pytest
 
 from tests.testutils import compile_glsl, requires_test_spirv, requires_vulkan
 from vkdiff.device import layouts, resources
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError, ShaderUnsupportedError
 from vkdiff.device.dispatch import dispatch, workgroup_count
 
 pytestmark = [requires_vulkan, requires_test_spirv]
@@ -104,6 +104,7 @@ def test_too_large_workgroup_is_not_supported(pipelines):
         pipelines.get(compile_glsl("scale_add.glsl"), {3: 0}, (64, 64, 1))
 
 
-def test_garbage_spirv_does_not_load(pipelines):
-    with pytest.raises(ShaderLoadError):
+def test_garbage_spirv_does_not_load_and_is_not_called_unsupported(pipelines):
+    with pytest.raises(ShaderLoadError) as info:
         pipelines.get(b"\x03\x02\x23\x07" + b"\0" * 60, {}, (1, 1, 1), label="garbage")
+    assert not isinstance(info.value, ShaderUnsupportedError)

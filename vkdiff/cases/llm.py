@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from vkdiff.cases.model_case import EMBEDDING_Q4GSW, LINEAR_DQ8CA_Q4GSW, LINEAR_Q4GSW, ModelCase
-from vkdiff.harness.datamodel import cache_dir
+from vkdiff.harness.datamodel import cache_dir, cached_folder
 
 PIPELINE = "export_llama"
 NAME = "tiny_llama"
@@ -98,6 +98,8 @@ CHECKPOINT_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 def checkpoint_paths(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> tuple[Path, Path]:
     """Generate (once) and return ``(checkpoint, params.json)`` of ``spec`` saved in ``checkpoint_dtype``.
 
+    The folder is a verified cache entry (a manifest of both files' hashes).
+
     Weights: ``construct_transformer`` initialisation under ``torch.manual_seed(spec.seed)``, then
     RMSNorm weights ``1 + 0.1·N(0, 1)`` so the norm scale is exercised. Every state-dict entry
     (KV caches included) is saved in ``checkpoint_dtype`` (bf16: cast from the fp32 weights).
@@ -111,18 +113,13 @@ def checkpoint_paths(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
     """
     if checkpoint_dtype not in CHECKPOINT_DTYPES:
         raise ValueError(f"Unsupported checkpoint dtype: {checkpoint_dtype} (valid: {sorted(CHECKPOINT_DTYPES)})")
-    folder = cache_dir() / "llm" / spec.key(checkpoint_dtype)
-    checkpoint, params = folder / "consolidated.pth", folder / "params.json"
-    if checkpoint.exists() and params.exists():
-        return checkpoint, params
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {k: v.to(CHECKPOINT_DTYPES[checkpoint_dtype]) for k, v in _generate_state_dict(spec).items()}
-    for path, write in ((params, lambda p: p.write_text(json.dumps(spec.params(), indent=1, sort_keys=True))),
-                        (checkpoint, lambda p: torch.save(state, p))):
-        tmp = path.with_name(f"{path.name}.tmp{id(state)}")
-        write(tmp)
-        tmp.replace(path)
-    return checkpoint, params
+    def generate(staging: Path) -> None:
+        state = {k: v.to(CHECKPOINT_DTYPES[checkpoint_dtype]) for k, v in _generate_state_dict(spec).items()}
+        (staging / "params.json").write_text(json.dumps(spec.params(), indent=1, sort_keys=True))
+        torch.save(state, staging / "consolidated.pth")
+
+    folder = cached_folder(cache_dir() / "llm" / spec.key(checkpoint_dtype), generate)
+    return folder / "consolidated.pth", folder / "params.json"
 
 
 def _generate_state_dict(spec: TinyLlama) -> dict[str, torch.Tensor]:

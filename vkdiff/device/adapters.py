@@ -136,8 +136,9 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> lis
         UnknownDeviceError: a selector matched nothing; the message lists the slugs.
     """
     found = enumerate_adapters(backend)
+    origin = "--device"
     if not selectors and os.environ.get(ADAPTER_ENV):
-        selectors = [os.environ[ADAPTER_ENV]]
+        selectors, origin = [os.environ[ADAPTER_ENV]], f"${ADAPTER_ENV}"
     if not selectors:
         return found
     chosen = []
@@ -146,7 +147,8 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> lis
             (i, a) for i, a in found if sel.lower() in f"{i.name} {i.driver} {i.vendor}".lower()]
         if not hits:
             slugs = ", ".join(i.slug for i, _ in found) or "none"
-            raise UnknownDeviceError(f"no Vulkan adapter matches --device {sel!r}; available: {slugs}")
+            named = f"{origin} {sel!r}" if origin == "--device" else f"{origin}={sel!r}"
+            raise UnknownDeviceError(f"no Vulkan adapter matches {named}; available: {slugs}")
         chosen += [h for h in hits if h not in chosen]
     return chosen
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import tempfile
 from typing import Callable, Iterator, TypeVar
@@ -22,7 +23,37 @@ class DeviceError(RuntimeError):
 
 
 class ShaderLoadError(DeviceError):
-    """naga or the driver could not load a shader module or pipeline (→ ``NOT_SUPPORTED``)."""
+    """naga or the driver could not load a valid module for a reason that is not a missing capability (→ ``BUILD_FAIL``)."""
+
+
+class ShaderUnsupportedError(ShaderLoadError):
+    """The module needs a capability or feature naga or the device does not offer (→ ``NOT_SUPPORTED``)."""
+
+
+UNSUPPORTED_PATTERNS = (
+    re.compile(r"unsupported capability (\S+)"),
+    re.compile(r"requires the `naga::valid::Capabilities::(\w+)` flag"),
+    re.compile(r"Features? (.+?) (?:are|is) required but not enabled"),
+    re.compile(r"Downlevel flags (.+?) are required but not supported"),
+)
+"""How naga and wgpu name a missing capability or feature: the only load failures that are ``NOT_SUPPORTED``."""
+
+
+def missing_capability(message: str) -> str | None:
+    """The capability or feature a load failure names as missing, or None.
+
+    Example::
+
+        >>> missing_capability("... unsupported capability StorageBuffer8BitAccess")
+        'StorageBuffer8BitAccess'
+        >>> missing_capability("... Float literal is infinite") is None
+        True
+    """
+    for pattern in UNSUPPORTED_PATTERNS:
+        found = pattern.search(message)
+        if found:
+            return found.group(1)
+    return None
 
 
 class DeviceLimitError(DeviceError):
@@ -65,7 +96,10 @@ class _LogCatcher(logging.Handler):
 
 
 def gpu_call(error_type: type[DeviceError], what: str, fn: Callable[..., T], *args, **kwargs) -> T:
-    """Call ``fn`` and turn any wgpu error (raised or only logged) into ``error_type``."""
+    """Call ``fn`` and turn any wgpu error (raised or only logged) into ``error_type``.
+
+    A ``ShaderLoadError`` whose message names a missing capability becomes ``ShaderUnsupportedError``.
+    """
     import wgpu
 
     catcher = _LogCatcher()
@@ -75,13 +109,23 @@ def gpu_call(error_type: type[DeviceError], what: str, fn: Callable[..., T], *ar
     try:
         result = fn(*args, **kwargs)
     except wgpu.GPUError as exc:
-        raise error_type(f"{what}: {_first_lines(str(exc))}") from None
+        raise _typed(error_type, what, str(exc)) from None
     finally:
         logger.removeHandler(catcher)
         logger.propagate = propagate
     if catcher.messages:
-        raise error_type(f"{what}: {_first_lines(catcher.messages[0])}")
+        raise _typed(error_type, what, catcher.messages[0])
     return result
+
+
+def _typed(error_type: type[DeviceError], what: str, message: str) -> DeviceError:
+    text = _first_lines(message)
+    if issubclass(error_type, ShaderLoadError):
+        capability = missing_capability(message)
+        if capability is not None:
+            return ShaderUnsupportedError(f"{what}: needs {capability}, which naga or the device does not offer: "
+                                          f"{text}")
+    return error_type(f"{what}: {text}")
 
 
 def _first_lines(message: str, limit: int = 600) -> str:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import functools
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 
 from vkdiff.device.trees import GLSL_SUBDIR
-from vkdiff.harness.datamodel import CACHE_ENV, cache_dir
+from vkdiff.harness.datamodel import (CACHE_ENV, CacheCorruptError, cache_dir, cached_folder, read_entry,
+                                      record_repair, write_entry)
 
 BASE_FLAGS = ("-fshader-stage=compute", "-Werror")
 DOT_EXT = "GL_EXT_integer_dot_product"
@@ -113,13 +114,42 @@ def _sha(*parts: str | bytes) -> str:
     return digest.hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so concurrent workers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+SIMILAR_ENOUGH = 0.7
+"""``difflib`` ratio above which a template line is taken as the source of a generated one (``${...}`` expanded)."""
+
+
+def template_line(generated: str, template: str, line: int) -> tuple[int, bool] | None:
+    """The line of ``template`` that produced line ``line`` (1-based) of ``generated``: (number, exact).
+
+    ET-VK's codegen expands ``$``-directives and ``${...}`` calls, so line numbers shift; the
+    generated line is found in the template by its text (the first identical line, else the
+    most similar one when it is close enough, marked inexact).
+
+    Example::
+
+        >>> template_line("#version 450\\n// a\\n// b\\n// c\\nx = 1;", "#version 450\\n$for i in 'abc':\\n  // ${i}\\nx = 1;", 5)
+        (4, True)
+    """
+    lines = generated.splitlines()
+    if not 1 <= line <= len(lines) or not lines[line - 1].strip():
+        return None
+    wanted = lines[line - 1].strip()
+    candidates = [t.strip() for t in template.splitlines()]
+    if wanted in candidates:
+        return candidates.index(wanted) + 1, True
+    scores = [difflib.SequenceMatcher(None, wanted, text).ratio() for text in candidates]
+    best = max(range(len(scores)), key=scores.__getitem__, default=None)
+    return (best + 1, False) if best is not None and scores[best] >= SIMILAR_ENOUGH else None
+
+
+def _pack(flags: tuple[str, ...], spv: bytes) -> bytes:
+    """A SPIR-V cache payload: the glslc flags that made it (one JSON line), then the module."""
+    return json.dumps(list(flags)).encode() + b"\n" + spv
+
+
+def _unpack(payload: bytes) -> tuple[bytes, tuple[str, ...]]:
+    head, _, spv = payload.partition(b"\n")
+    return spv, tuple(json.loads(head))
 
 
 CODEGEN_IN_TREE = Path("backends/vulkan/runtime/gen_vulkan_spv.py")
@@ -195,27 +225,18 @@ class ShaderBuilder:
 
     @functools.cached_property
     def include_dir(self) -> Path:
-        """Generated headers (``.glslh``/``.h``) of this tree, written once per tree."""
-        target = self.cache / "include" / (self.tree + ("-poly" if self._polyfill else ""))
-        if (target / ".complete").exists():
-            return target
-        gen, generator = self._codegen
-        self.cache.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=self.cache, prefix=".include-"))
-        for name, (template, _) in generator.output_file_map.items():
-            if template.endswith(".glsl"):
-                continue
-            text = self._generate(name)
-            if self._polyfill:
-                text = _EXT_LINE.sub("", text)
-            (staging / f"{name}{Path(template).suffix}").write_text(text, encoding="utf-8")
-        (staging / ".complete").write_text(self.tree)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            staging.rename(target)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-        return target
+        """Generated headers (``.glslh``/``.h``) of this tree, written once per tree, verified when first used."""
+        def generate(staging: Path) -> None:
+            _, generator = self._codegen
+            for name, (template, _) in generator.output_file_map.items():
+                if template.endswith(".glsl"):
+                    continue
+                text = self._generate(name)
+                if self._polyfill:
+                    text = _EXT_LINE.sub("", text)
+                (staging / f"{name}{Path(template).suffix}").write_text(text, encoding="utf-8")
+
+        return cached_folder(self.cache / "include" / (self.tree + ("-poly" if self._polyfill else "")), generate)
 
     @functools.cached_property
     def _headers_hash(self) -> str:
@@ -235,18 +256,34 @@ class ShaderBuilder:
         return False
 
     def build(self, name: str) -> BuiltShader:
-        """Compile one variant (cached).
+        """Compile one variant (cached; a corrupt cache entry is discarded, rebuilt and recorded as a repair).
 
         Raises:
-            BuildError: codegen or glslc failed; the message holds the compiler's first lines.
+            BuildError: codegen or glslc failed; the message holds the compiler's first lines (and the
+                repaired entry, when a corrupt one could not be rebuilt here).
         """
         index = self.index_dir / f"{name}.json"
-        if index.exists():
-            entry = json.loads(index.read_text())
-            spv_path = self.cache / "spv" / f"{entry['key']}.spv"
-            if spv_path.exists():
-                return BuiltShader(name=name, spv=spv_path.read_bytes(), polyfilled=entry["polyfilled"],
-                                   flags=tuple(entry["flags"]))
+        try:
+            entry = json.loads(read_entry(index))
+            spv, flags = _unpack(read_entry(self.cache / "spv" / f"{entry['key']}.spv"))
+            return BuiltShader(name=name, spv=spv, polyfilled=entry["polyfilled"], flags=flags)
+        except FileNotFoundError:
+            repaired = None
+        except (CacheCorruptError, ValueError, KeyError) as exc:
+            repaired = exc if isinstance(exc, CacheCorruptError) else CacheCorruptError(index, f"bad record: {exc}")
+            self._discard(repaired)
+        try:
+            return self._build_fresh(name, index)
+        except BuildError as exc:
+            if repaired is not None:
+                raise BuildError(f"{exc} (rebuilding corrupt cache entry {repaired.path}: {repaired.why})") from None
+            raise
+
+    def _discard(self, error: CacheCorruptError) -> None:
+        record_repair(error)
+        error.path.unlink(missing_ok=True)
+
+    def _build_fresh(self, name: str, index: Path) -> BuiltShader:
         try:
             source = self._generate(name)
         except BuildError:
@@ -262,14 +299,21 @@ class ShaderBuilder:
         flags = (*BASE_FLAGS, f"--target-env=vulkan{vk_version}")
         key = _sha(source, self._headers_hash, " ".join(flags), glslc_version())
         spv_path = self.cache / "spv" / f"{key}.spv"
-        if spv_path.exists():
-            spv, used = spv_path.read_bytes(), flags + ("-O",)
-        else:
-            spv, used = self._compile(name, source, flags)
-            _write_atomic(spv_path, spv)
-        _write_atomic(index, json.dumps({"key": key, "polyfilled": polyfilled, "flags": list(used),
-                                         "glslc": glslc_version()}).encode())
-        return BuiltShader(name=name, spv=spv, polyfilled=polyfilled, flags=tuple(used))
+        try:
+            spv, used = _unpack(read_entry(spv_path))
+        except FileNotFoundError:
+            spv, used = self._compile_and_store(name, source, flags, spv_path)
+        except CacheCorruptError as exc:
+            self._discard(exc)
+            spv, used = self._compile_and_store(name, source, flags, spv_path)
+        write_entry(index, json.dumps({"key": key, "polyfilled": polyfilled, "glslc": glslc_version()}).encode())
+        return BuiltShader(name=name, spv=spv, polyfilled=polyfilled, flags=used)
+
+    def _compile_and_store(self, name: str, source: str, flags: tuple[str, ...],
+                           spv_path: Path) -> tuple[bytes, tuple[str, ...]]:
+        spv, used = self._compile(name, source, flags)
+        write_entry(spv_path, _pack(used, spv))
+        return spv, used
 
     def _compile(self, name: str, source: str, flags: tuple[str, ...]) -> tuple[bytes, tuple[str, ...]]:
         """glslc with ``-O``, retried without it (as ET-VK's build does)."""
@@ -284,5 +328,19 @@ class ShaderBuilder:
                 if done.returncode == 0:
                     return out.read_bytes(), used
                 errors = done.stderr.strip() or done.stdout.strip()
-        lines = [ln.replace(str(src), name) for ln in errors.splitlines() if ln.strip()]
+        lines = [self._locate(name, source, ln.replace(str(src), name)) for ln in errors.splitlines() if ln.strip()]
         raise BuildError(f"{name}: glslc failed: " + " | ".join(lines[:4]))
+
+    def _locate(self, name: str, source: str, line: str) -> str:
+        """Add the tree's template line to a glslc message about line N of the generated variant."""
+        found = re.match(rf"^{re.escape(name)}:(\d+):", line)
+        if found is None:
+            return line
+        template = Path(self._codegen[1].output_file_map[name][0])
+        where = template_line(source, template.read_text(encoding="utf-8"), int(found.group(1)))
+        if where is None:
+            return line
+        number, exact = where
+        place = f"{template.relative_to(self.et_src)}:{number}" if template.is_relative_to(self.et_src) else \
+            f"{template.name}:{number}"
+        return line.replace(found.group(0), f"{found.group(0)} (template {'' if exact else '~'}{place})", 1)

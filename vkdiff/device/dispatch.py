@@ -76,7 +76,7 @@ class PipelineCache:
             module_bytes = prepare_module(spv, spec_constants, local_size)
             reflection = spirv.reflect(module_bytes)
         except spirv.SpirvError as exc:
-            raise ShaderLoadError(f"{label}: {exc}") from None
+            raise ShaderLoadError(f"{label}: vkdiff cannot prepare the module for naga: {exc}") from None
         if reflection.immediate_size > limits.get("max-immediate-size", 0):
             raise DeviceLimitError(f"{label}: needs {reflection.immediate_size} bytes of immediates, "
                                    f"device has {limits.get('max-immediate-size', 0)}")

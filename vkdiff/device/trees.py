@@ -30,7 +30,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from vkdiff.harness.datamodel import cache_dir
+from vkdiff.harness.datamodel import REPAIRS, cache_dir, cached_folder
 
 GLSL_SUBDIR = Path("backends/vulkan/runtime/graph/ops/glsl")
 ET_SRC_ENV = "VKDIFF_ET_SRC"
@@ -57,6 +57,8 @@ class TreeChoice:
     """Root of the tree (holds ``backends/vulkan``), None when there is none."""
     note: str
     """One line for the user: where the tree came from, or why there is none and how to give one."""
+    repaired: bool = False
+    """The cached copy of the tree failed its check and was extracted or fetched again."""
 
 
 def is_tree(root: Path) -> bool:
@@ -73,10 +75,10 @@ def choose_tree(path: str | os.PathLike | None) -> TreeChoice:
     if raw.strip().lower() == OFF:
         return TreeChoice(path=None, note=f"no ExecuTorch tree ({ET_SRC_ENV}=none / --et-src none): kernel cases are "
                                           f"NOT_RUN; {HOW_TO_GIVE}")
-    if raw:
-        root = resolve_et_src(raw)
-        return TreeChoice(path=root, note=f"ExecuTorch tree: {root}")
-    return default_tree()
+    repairs = len(REPAIRS)
+    choice = TreeChoice(path=resolve_et_src(raw), note="") if raw else default_tree()
+    note = choice.note or f"ExecuTorch tree: {choice.path}"
+    return dataclasses.replace(choice, note=note, repaired=len(REPAIRS) > repairs)
 
 
 def resolve_et_src(raw: str | os.PathLike) -> Path:
@@ -90,8 +92,11 @@ def resolve_et_src(raw: str | os.PathLike) -> Path:
     if "@" in raw and not local.exists():
         repo, rev = raw.rsplit("@", 1)
         return checkout_revision(repo, rev)
-    if local.is_file() and raw.endswith(TARBALL_SUFFIXES):
-        return extract_tarball(local)
+    if local.is_file():
+        if raw.endswith(TARBALL_SUFFIXES):
+            return extract_tarball(local)
+        raise EtSourceError(f"--et-src {raw} is a file, not a directory (give an ExecuTorch checkout, REPO@REV or "
+                            f"a tarball ending in {', '.join(TARBALL_SUFFIXES)})")
     root = local.resolve()
     if not root.is_dir():
         raise EtSourceError(f"--et-src {raw}: no such directory or tarball ({HOW_TO_GIVE})")
@@ -104,15 +109,6 @@ def _trees() -> Path:
     path = cache_dir() / "trees"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _publish(staging: Path, target: Path) -> Path:
-    """Move a fully extracted tree into place (another process may have won the race: keep theirs)."""
-    try:
-        staging.rename(target)
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def _git(*args: str, timeout: float | None = None) -> str:
@@ -138,16 +134,18 @@ def checkout_revision(repo: str, rev: str) -> Path:
         repo = str(local)
     if not Path(repo).expanduser().exists():
         raise EtSourceError(f"--et-src {repo}@{rev}: no such repository")
-    commit = _git("-C", repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
-    target = _trees() / commit[:16]
-    if not is_tree(target):
-        staging = Path(tempfile.mkdtemp(prefix=".tree-", dir=_trees()))
+    try:
+        commit = _git("-C", repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except EtSourceError:
+        raise EtSourceError(f"--et-src {repo}@{rev}: no revision {rev!r} in {repo}") from None
+
+    def extract(staging: Path) -> None:
         archive = subprocess.run(["git", "-C", repo, "archive", commit, "backends/vulkan"], capture_output=True)
         if archive.returncode:
-            shutil.rmtree(staging, ignore_errors=True)
             raise EtSourceError(f"--et-src {repo}@{rev}: {archive.stderr.decode().strip()}")
         subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
-        _publish(staging, target)
+
+    target = cached_folder(_trees() / commit[:16], extract)
     if not is_tree(target):
         raise EtSourceError(f"--et-src {repo}@{rev} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
     return target
@@ -162,17 +160,15 @@ def extract_tarball(archive: Path) -> Path:
     with open(archive, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    target = _trees() / f"tar-{digest.hexdigest()[:16]}"
-    if not target.exists():
-        staging = Path(tempfile.mkdtemp(prefix=".tar-", dir=_trees()))
+
+    def extract(staging: Path) -> None:
         try:
             with tarfile.open(archive) as tar:
                 tar.extractall(staging, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         except (tarfile.TarError, OSError) as exc:
-            shutil.rmtree(staging, ignore_errors=True)
             raise EtSourceError(f"--et-src {archive}: cannot extract: {exc}") from None
-        _publish(staging, target)
-    root = _tree_root(target)
+
+    root = _tree_root(cached_folder(_trees() / f"tar-{digest.hexdigest()[:16]}", extract))
     if root is None:
         raise EtSourceError(f"--et-src {archive} is not a tarball of an ExecuTorch tree: missing {GLSL_SUBDIR}/")
     return root
@@ -266,24 +262,22 @@ def fetch_commit(repo: str, commit: str) -> Path:
 
 
 def _fetch(repo: str, commit: str) -> Path:
-    target = _trees() / commit[:16]
-    if is_tree(target):
-        return target
-    why = _reachable(repo)
-    if why is not None:
-        raise EtSourceError(why)
-    work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=_trees()))
-    try:
-        _git("init", "-q", str(work))
-        _git("-C", str(work), "remote", "add", "origin", repo)
-        _git("-C", str(work), "sparse-checkout", "set", "backends/vulkan")
-        _git("-C", str(work), "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30", "fetch", "-q",
-             "--depth", "1", "--filter=blob:none", "origin", commit, timeout=FETCH_TIMEOUT_S)
-        _git("-C", str(work), "checkout", "-q", "FETCH_HEAD", timeout=FETCH_TIMEOUT_S)
-        if not is_tree(work):
-            raise EtSourceError(f"commit {commit[:10]} of {repo} has no {GLSL_SUBDIR}/")
-        staging = Path(tempfile.mkdtemp(prefix=".tree-", dir=_trees()))
-        (work / "backends").rename(staging / "backends")
-        return _publish(staging, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    def fetch(staging: Path) -> None:
+        why = _reachable(repo)
+        if why is not None:
+            raise EtSourceError(why)
+        work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=_trees()))
+        try:
+            _git("init", "-q", str(work))
+            _git("-C", str(work), "remote", "add", "origin", repo)
+            _git("-C", str(work), "sparse-checkout", "set", "backends/vulkan")
+            _git("-C", str(work), "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30", "fetch", "-q",
+                 "--depth", "1", "--filter=blob:none", "origin", commit, timeout=FETCH_TIMEOUT_S)
+            _git("-C", str(work), "checkout", "-q", "FETCH_HEAD", timeout=FETCH_TIMEOUT_S)
+            if not is_tree(work):
+                raise EtSourceError(f"commit {commit[:10]} of {repo} has no {GLSL_SUBDIR}/")
+            (work / "backends").rename(staging / "backends")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    return cached_folder(_trees() / commit[:16], fetch)

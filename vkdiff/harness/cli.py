@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Sequence
 
 from vkdiff.harness.datamodel import Status
-from vkdiff.harness.options import add_run_options
+from vkdiff.harness.options import add_run_options, output_problem
 
 EXIT_FAIL = 1
 EXIT_USAGE = 2
+EXIT_EMPTY = 3
+"""An adapter and a tree were given, yet no kernel case ran (see ``--allow-empty``)."""
 
 
 class UsageError(Exception):
@@ -37,10 +39,49 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Kernel cases on devices, model cases (lowering and fusion checks on the host), or both")
     run.add_argument("-r", "--report", metavar="DIR", default=None,
                      help="Also write per-device and cross-device HTML reports to DIR")
+    cache = sub.add_parser("cache", help="Check or clear vkdiff's cache ($VKDIFF_CACHE_DIR)")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
+    verify = cache_sub.add_parser("verify", help="Check every cache entry against its content hash")
+    verify.add_argument("--repair", action="store_true", help="Delete corrupt entries (rebuilt when next used)")
+    cache_sub.add_parser("clear", help="Delete the whole cache")
     report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
     report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
     report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
     return parser
+
+
+class Interrupts:
+    """SIGINT/SIGTERM during a run: stop after the current case (a second signal stops at once).
+
+    Every result is appended as it happens, so stopping loses only the case in flight.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, console):
+        self.console = console
+        self.received: int | None = None
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> "Interrupts":
+        self._saved = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+        self.console.print(f"vkdiff: {signal.Signals(signum).name}: stopping after the current case "
+                           f"(again to stop now)", markup=False, style="yellow")
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + int(self.received or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,10 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_devices(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "cache":
+            return cmd_cache(args)
         return cmd_run(args)
     except UsageError as exc:
         print(f"vkdiff: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("vkdiff: interrupted; results already written are kept", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -92,15 +138,17 @@ def _resolve_inputs(args: argparse.Namespace, console):
     from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
     from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.harness.datamodel import CacheUnwritableError, ensure_cache_writable
 
     try:
+        ensure_cache_writable()
         devices = select(args.device)
         tree = choose_tree(args.et_src)
         if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
             glslc_version()
         if tree.path is not None and devices:
             spirv_opt()
-    except (EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
+    except (CacheUnwritableError, EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
     console.print(tree.note, markup=False)
     return tree, devices
@@ -118,9 +166,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from vkdiff.cases.kernels import KernelCase, all_cases
-    from vkdiff.harness.datamodel import HOST
+    from vkdiff.harness.datamodel import HOST, REPAIRS
     from vkdiff.harness.expectations import counts_as_failure
-    from vkdiff.harness.runner import Runner
+    from vkdiff.harness.runner import Runner, nothing_ran
     from vkdiff.harness.store import ResultStore
 
     console = Console(stderr=True, soft_wrap=True)
@@ -131,25 +179,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if not cases and not models:
         raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
-    tree, devices = _resolve_inputs(args, console)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
+    check_outputs((results_path, "--results", False), (args.report, "--report", True))
+    repairs_before = len(REPAIRS)
+    tree, devices = _resolve_inputs(args, console)
     store = ResultStore(results_path)
-    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src)
+    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
+                    repairs_from=repairs_before)
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     results = []
-    with Progress(console=console, transient=True) as progress:
+    with Interrupts(console) as interrupts, Progress(console=console, transient=True) as progress:
         task = progress.add_task("running", total=len(cases) * max(1, len(devices)) + len(models))
 
         def on_result(result) -> None:
             if result.device != HOST:
                 progress.advance(task)
+            for repair in runner.new_repairs():
+                progress.console.print(repair.line(), markup=False, style="yellow")
             report_line(result, progress.console)
 
         runner.schedule(cases)
         try:
             for case in [*cases, *models]:
+                if interrupts.received:
+                    break
                 for device in runner.devices_for(case):
                     for result in runner.run(case, device):
                         store.append(result)
@@ -163,7 +218,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"results: {results_path}", markup=False)
     if args.report:
         write_report([results_path], Path(args.report), console)
-    return EXIT_FAIL if any(counts_as_failure(r) for r in results) else 0
+    if interrupts.received:
+        console.print(f"vkdiff: stopped by {signal.Signals(interrupts.received).name} after {len(results)} results",
+                      markup=False, style="yellow")
+        return interrupts.exit_code
+    if any(counts_as_failure(r) for r in results):
+        return EXIT_FAIL
+    empty = nothing_ran(results, tree, devices)
+    if empty and not args.allow_empty:
+        console.print(f"vkdiff: warning: {empty}; pass --allow-empty if that is intended", markup=False, style="red")
+        return EXIT_EMPTY
+    return 0
 
 
 def report_line(result, console) -> None:
@@ -192,12 +257,41 @@ def summarize(results) -> dict[str, Counter]:
     return table
 
 
+def check_outputs(*outputs: tuple[object, str, bool]) -> None:
+    """Each ``(path or None, flag, is a folder)`` must be writable as such: else one usage error."""
+    for path, flag, folder in outputs:
+        problem = output_problem(path, flag, folder=folder) if path else None
+        if problem:
+            raise UsageError(problem)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``vkdiff cache verify [--repair]`` (exit 1 when corrupt entries remain) and ``vkdiff cache clear``."""
+    from vkdiff.harness import cache_admin
+    from vkdiff.harness.datamodel import cache_dir, cache_root
+
+    root = cache_dir()
+    if args.cache_command == "clear":
+        root = cache_root()
+        files, size = cache_admin.clear(root)
+        print(f"removed {root}: {files} files, {size / 2**20:.1f} MiB")
+        return 0
+    report = cache_admin.verify(root, repair=args.repair)
+    print(f"cache {root}")
+    print("\n".join(report.lines()))
+    if report.corrupt and args.repair:
+        print(f"deleted {len(report.corrupt)} corrupt entries and {len(report.stale)} leftovers; they are rebuilt "
+              f"when next used")
+    return EXIT_FAIL if report.corrupt and not args.repair else 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     missing = [p for p in args.results if not Path(p).is_file()]
     if missing:
         raise UsageError(f"no such results file: {', '.join(missing)}")
+    check_outputs((args.output, "-o", True))
     write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True, soft_wrap=True))
     return 0
 

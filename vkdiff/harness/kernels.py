@@ -22,7 +22,7 @@ import numpy as np
 
 from vkdiff import reference
 from vkdiff.cases.kernels import KernelCase, suite_of
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError, ShaderUnsupportedError
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import Launch
@@ -111,10 +111,12 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (VariantMissingError, Status.NOT_RUN),
     (SpirvOptMissingError, Status.NOT_RUN),
     (BuildError, Status.BUILD_FAIL),
-    (ShaderLoadError, Status.NOT_SUPPORTED),
+    (ShaderUnsupportedError, Status.NOT_SUPPORTED),
+    (ShaderLoadError, Status.BUILD_FAIL),
     (DeviceLimitError, Status.NOT_SUPPORTED),
     (DispatchError, Status.ERROR),
 )
+"""First match wins: ``NOT_SUPPORTED`` only where the device (or naga) names what it lacks."""
 
 
 def status_of_exception(exc: BaseException) -> tuple[Status, str]:

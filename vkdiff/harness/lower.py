@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from vkdiff.cases.model_case import ModelCase
-from vkdiff.harness.datamodel import cache_dir, versions
+from vkdiff.harness.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, versions, write_entry
 from vkdiff.harness.edge import (LoweredCase, call_targets, decoded_delegates, dequantize_dtypes,
                                  lowered_modules, memoise_vulkan_patterns, quiet_libraries, stage)
 from vkdiff.harness.llm_export import lower_llm
@@ -47,23 +47,25 @@ def _own_source_hash() -> str:
 
 
 def lower(case: ModelCase, *, use_cache: bool = True) -> LoweredCase:
-    """Lower ``case`` (or load it from the cache).
+    """Lower ``case`` (or load it from the cache, verified; a corrupt entry is discarded and lowered again).
 
     Raises:
         LowerError: a stage failed; the message names the stage (and pass when known).
     """
     path = cache_dir() / "lowered" / f"{cache_key(case)}.pkl"
-    if use_cache and path.exists():
-        with open(path, "rb") as handle:
-            lowered = pickle.load(handle)
-        lowered.cached = True
-        return lowered
+    if use_cache:
+        try:
+            lowered = pickle.loads(read_entry(path))
+            lowered.cached = True
+            return lowered
+        except FileNotFoundError:
+            pass
+        except (CacheCorruptError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+            error = exc if isinstance(exc, CacheCorruptError) else CacheCorruptError(path, f"unpickling: {exc}")
+            record_repair(error)
+            path.unlink(missing_ok=True)
     lowered = _lower_uncached(case)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{id(lowered)}")
-    with open(tmp, "wb") as handle:
-        pickle.dump(lowered, handle, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)
+    write_entry(path, pickle.dumps(lowered, protocol=pickle.HIGHEST_PROTOCOL))
     return lowered
 
 

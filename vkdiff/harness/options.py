@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from pathlib import Path
 from typing import Callable
 
 
@@ -40,3 +42,35 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
               help="Run each case N times and flag bitwise differences as NONDETERMINISTIC")
     addoption(f"--{prefix}seed", metavar="INT", type=int, default=0,
               help="Session seed mixed into every case's input seed (printed at start)")
+    addoption(f"--{prefix}allow-empty", action="store_true", default=False,
+              help="Succeed even when, with an adapter and a tree, no kernel case ran (all NOT_RUN/NOT_SUPPORTED)")
+
+
+def _first_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def output_problem(path: str | os.PathLike, flag: str, *, folder: bool) -> str | None:
+    """Why ``path`` cannot be the output that ``flag`` names (a file, or with ``folder`` a folder), else None.
+
+    Checked before any work: a directory where a file is wanted, a file where a folder is
+    wanted or in the way of one, or no permission to write.
+
+    Example::
+
+        >>> output_problem("/", "--results", folder=False)
+        '--results /: is a directory; name a file such as /results.jsonl'
+    """
+    path = Path(path)
+    if path.exists() and path.is_dir() != folder:
+        if folder:
+            return f"{flag} {path}: is a file, not a folder"
+        return f"{flag} {path}: is a directory; name a file such as {path / 'results.jsonl'}"
+    anchor = _first_existing(path if folder else path.parent)
+    if not anchor.is_dir():
+        return f"{flag} {path}: {anchor} is a file, so no folder can be made under it"
+    if not os.access(anchor, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{flag} {path}: no permission to write there"
+    return None

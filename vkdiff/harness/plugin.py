@@ -5,19 +5,37 @@ Kernel cases become ``linear_q4gsw[M13-K256-N40-g32-fp16-buffer]@llvmpipe``, mod
 ``llama_proj[8da4w-vulkan]@cpu``. Each process (every xdist worker) owns its wgpu devices and
 appends results to its own JSON-lines file; the controller records a crashed worker's item as
 ``ERROR`` and merges everything at the end (and renders ``--vkdiff-report DIR``).
+
+Loading it twice is harmless: registered under one name (the ``vkdiff`` entry point, or
+``-p vkdiff.harness.plugin``), it blocks the other, so its hooks never run twice.
 """
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from vkdiff.harness import hookspec
+from vkdiff.harness import hookspec, pytest_args
 from vkdiff.harness.options import add_run_options
 from vkdiff.harness.session import SESSION_KEY, VkdiffSession
+
+PLUGIN_NAMES = ("vkdiff", __name__)
+"""The entry point's name and the module's: whichever registered this module, the other is blocked."""
 
 
 def pytest_addhooks(pluginmanager) -> None:
     pluginmanager.add_hookspecs(hookspec)
+    registered = pluginmanager.get_name(sys.modules[__name__])
+    for name in PLUGIN_NAMES:
+        if name != registered:
+            pluginmanager.set_blocked(name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args) -> None:
+    """``--et-src PATH`` in two words must not make PATH pytest's root (see ``pytest_args``)."""
+    pytest_args.restart_if_root_moved(early_config)
 
 
 def pytest_addoption(parser) -> None:
@@ -101,6 +119,8 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     vk = session.config.stash.get(SESSION_KEY, None)
     if vk is not None and not vk.is_worker and not session.config.option.collectonly:
         vk.merged = vk.merge()
+        if vk.merged.nothing_ran and not vk.allow_empty and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -111,5 +131,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"{merged.count} results in {merged.path}")
         for line in merged.unreadable.splitlines():
             terminalreporter.write_line(line, yellow=True)
+        if merged.repaired:
+            terminalreporter.write_line(f"{merged.repaired} results used cache entries that were corrupt and rebuilt "
+                                        f"(flag cache-repaired)", yellow=True)
+        if merged.nothing_ran:
+            advice = "" if vk.allow_empty else "; the session fails (pass --vkdiff-allow-empty if that is intended)"
+            terminalreporter.write_line(f"warning: {merged.nothing_ran}{advice}", red=True)
         for page in merged.pages:
             terminalreporter.write_line(f"report: {page}")

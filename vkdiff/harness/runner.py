@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
-from vkdiff.harness.datamodel import HOST, Result, Status
+from vkdiff.harness.datamodel import HOST, REPAIRED_FLAG, REPAIRS, Repair, Result, Status
 from vkdiff.harness.expectations import annotate
 
 if TYPE_CHECKING:
@@ -45,6 +45,18 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None)
     return shlex.join(parts)
 
 
+def nothing_ran(results: Sequence[Result], tree: TreeChoice, adapters: Sequence[Any]) -> str | None:
+    """A warning when an adapter and a tree were given yet no kernel case ran, else None.
+
+    A run that ends all ``NOT_RUN``/``NOT_SUPPORTED`` verified nothing: it must not look green.
+    """
+    kernel = [r for r in results if r.device != HOST]
+    if tree.path is None or not adapters or not kernel or not all(Status[r.status].is_skip() for r in kernel):
+        return None
+    return (f"no kernel case ran: all {len(kernel)} kernel results are NOT_RUN or NOT_SUPPORTED although an adapter "
+            f"and an ExecuTorch tree were given (first reason: {kernel[0].reason.splitlines()[0] if kernel[0].reason else '?'})")
+
+
 class Runner:
     """Runs cases on devices; never raises for a case (every failure is a status).
 
@@ -54,10 +66,12 @@ class Runner:
         seed (int): session seed mixed into every case's input seed.
         repeat (int): runs per kernel case; bitwise differences are ``NONDETERMINISTIC``.
         et_src (str | None): ``--et-src`` as given, for repro commands.
+        repairs_from (int | None): index in the process's repair log from which ``new_repairs`` reports
+            (the log's length before the tree was chosen); None: from now on.
     """
 
     def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]], seed: int = 0,
-                 repeat: int = 1, et_src: str | None = None):
+                 repeat: int = 1, et_src: str | None = None, repairs_from: int | None = None):
         self.tree = tree
         self.adapters = {info.slug: (info, adapter) for info, adapter in adapters}
         self.seed = seed
@@ -68,6 +82,7 @@ class Runner:
         self._scheduled: set[str] = set()
         self._stream: Iterator[tuple[KernelCase, Prepared | None]] | None = None
         self._last: tuple[str, Prepared | None] = ("", None)
+        self._repairs_reported = len(REPAIRS) if repairs_from is None else repairs_from
 
     @property
     def slugs(self) -> list[str]:
@@ -89,17 +104,32 @@ class Runner:
             self._stream = prepared_stream(cases, self.seed)
 
     def run(self, case: KernelCase | ModelCase, device: str) -> list[Result]:
-        """Every result of ``case`` on ``device`` (one for a kernel case, one per rule for a model case)."""
+        """Every result of ``case`` on ``device`` (one for a kernel case, one per rule for a model case).
+
+        Results produced while a corrupt cache entry was repaired (or with a repaired tree) carry
+        the flag ``cache-repaired``.
+        """
         repro = repro_command(case, device, self.et_src)
-        if isinstance(case, KernelCase):
+        repairs = len(REPAIRS)
+        kernel = isinstance(case, KernelCase)
+        if kernel:
             results = [self._run_kernel(case, device, repro)]
         else:
             from vkdiff.harness.models import check_case
 
             results = check_case(case, self.shader_variants(), repro=repro)
+        repaired = len(REPAIRS) > repairs or (kernel and self.tree.repaired and self.tree.path is not None)
         for result in results:
+            if repaired:
+                result.flags = [*result.flags, REPAIRED_FLAG]
             annotate(result)
         return results
+
+    def new_repairs(self) -> list[Repair]:
+        """Cache repairs of this process not yet returned by this method (one line each for the user)."""
+        fresh = REPAIRS[self._repairs_reported:]
+        self._repairs_reported = len(REPAIRS)
+        return fresh
 
     def shader_variants(self) -> frozenset[str] | None:
         """Variant names of the run's tree (None without one)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -19,9 +18,9 @@ import pytest
 from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.device.trees import TreeChoice
 from vkdiff.harness import store
-from vkdiff.harness.datamodel import CRASH_FLAG, HOST, Result, Status, clip, merge
+from vkdiff.harness.datamodel import CRASH_FLAG, HOST, REPAIRED_FLAG, Result, Status, clip, merge
 from vkdiff.harness.expectations import counts_as_failure
-from vkdiff.harness.runner import NO_DEVICE, Runner
+from vkdiff.harness.runner import NO_DEVICE, Runner, nothing_ran
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
@@ -106,6 +105,10 @@ class MergeSummary:
     """HTML pages rendered, when ``--vkdiff-report`` was given."""
     unreadable: str = ""
     """What could not be read from the per-process files (``LoadReport.summary``), empty when all was."""
+    nothing_ran: str | None = None
+    """The warning when, with an adapter and a tree, no kernel case ran."""
+    repaired: int = 0
+    """Results that used a cache entry repaired during the session."""
 
 
 class VkdiffSession:
@@ -120,6 +123,7 @@ class VkdiffSession:
         self.seed: int = opt.vkdiff_seed
         self.suite: str = opt.vkdiff_suite
         self.et_src: str | None = opt.et_src
+        self.allow_empty: bool = opt.vkdiff_allow_empty
         self.report_dir = Path(opt.vkdiff_report) if opt.vkdiff_report else None
         self.results_dir = results_dir
         self.is_worker = is_worker
@@ -140,20 +144,28 @@ class VkdiffSession:
         return cls(config, results_dir=base, is_worker=False)
 
     def start(self) -> None:
-        """Controller, at session start: choose the tree once for every worker, start a fresh results folder.
+        """Controller, at session start: check the outputs, choose the tree once for every worker, then drop the
+        previous session's result files (only those: other files in the folder are left alone).
 
         Raises:
             pytest.UsageError: ``--et-src`` names no usable tree.
         """
         from vkdiff.device.trees import EtSourceError, choose_tree
+        from vkdiff.harness.datamodel import CacheUnwritableError, ensure_cache_writable
+        from vkdiff.harness.options import output_problem
 
+        problem = output_problem(self.results_dir, "--vkdiff-report" if self.report_dir else "results folder",
+                                 folder=True)
+        if problem:
+            raise pytest.UsageError(problem)
         try:
+            ensure_cache_writable()
             self.tree = choose_tree(self.et_src)
-        except EtSourceError as exc:
+        except (CacheUnwritableError, EtSourceError) as exc:
             raise pytest.UsageError(str(exc)) from None
-        if self.results_dir.exists():
-            shutil.rmtree(self.results_dir)
         self.results_dir.mkdir(parents=True, exist_ok=True)
+        for earlier in self.results_dir.glob("results*.jsonl"):
+            earlier.unlink()
 
     def worker_input(self) -> dict[str, str]:
         """What an xdist worker needs from its controller."""
@@ -223,4 +235,6 @@ class VkdiffSession:
             from vkdiff.reports import render_reports
 
             pages = render_reports([path], self.report_dir).files
-        return MergeSummary(path=path, count=len(merged), pages=pages, unreadable=report.summary())
+        return MergeSummary(path=path, count=len(merged), pages=pages, unreadable=report.summary(),
+                            nothing_ran=nothing_ran(merged, self.tree or TreeChoice(path=None, note=""), self.adapters),
+                            repaired=sum(REPAIRED_FLAG in r.flags for r in merged))

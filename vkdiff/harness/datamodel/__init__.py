@@ -1,10 +1,14 @@
 """vkdiff's data model: a leaf that every room may import and that imports nothing else from vkdiff.
 
 Statuses, results and their merge rule, the tolerance policy, the decoded ``VkGraph``
-records and the operator schemas that name every argument.
+records, the operator schemas that name every argument, and the format of verified
+cache entries.
 """
 
-from vkdiff.harness.datamodel.paths import CACHE_ENV, cache_dir
+from vkdiff.harness.datamodel.cache import (REPAIRED_FLAG, REPAIRS, CacheCorruptError, Repair, cached_folder,
+                                            read_entry, record_repair, verify_manifest, write_atomic, write_entry,
+                                            write_manifest)
+from vkdiff.harness.datamodel.paths import CACHE_ENV, CacheUnwritableError, cache_dir, cache_root, ensure_cache_writable
 from vkdiff.harness.datamodel.result import CRASH_FLAG, HOST, SCHEMA, Result, clip, merge, parse_time, versions
 from vkdiff.harness.datamodel.schemas import (DTYPE_FROM_OUTPUT, OP_SCHEMAS, Argument, OpSchema, SchemaError,
                                               UnknownOpError, schema_of)
@@ -13,7 +17,9 @@ from vkdiff.harness.datamodel.tolerance import Tolerance
 from vkdiff.harness.datamodel.vkgraph import VK_DTYPES, Call, Delegate, VkOp, VkTensorInfo, content_hash
 
 __all__ = [
-    "CACHE_ENV", "CRASH_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "VK_DTYPES", "Argument", "Call",
+    "REPAIRED_FLAG", "REPAIRS", "CacheCorruptError", "Repair", "cached_folder", "read_entry", "record_repair", "verify_manifest",
+    "write_atomic", "write_entry", "write_manifest",
+    "CACHE_ENV", "CacheUnwritableError", "cache_root", "ensure_cache_writable", "CRASH_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "VK_DTYPES", "Argument", "Call",
     "Delegate", "OpSchema", "Result", "SchemaError", "Status", "Tolerance", "UnknownOpError", "VkOp", "VkTensorInfo",
     "cache_dir", "clip", "content_hash", "merge", "parse_time", "schema_of", "versions",
 ]

@@ -1,0 +1,56 @@
+"""NOT_SUPPORTED means the device (or naga) lacks something: nothing else, and a run of nothing but skips fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.testutils import compile_glsl, pinned_tarball, requires_pinned_tree, requires_test_spirv, requires_vulkan
+from vkdiff.device import adapters
+from vkdiff.device.boundary import ShaderLoadError, ShaderUnsupportedError, missing_capability
+from vkdiff.device.dispatch import PipelineCache
+from vkdiff.harness import cli, kernels
+from vkdiff.harness.store import load
+
+
+@pytest.mark.parametrize("message, capability", [
+    ("In wgpuDeviceCreateShaderModule | unsupported capability StorageBuffer8BitAccess", "StorageBuffer8BitAccess"),
+    ("= Using `f16` values requires the `naga::valid::Capabilities::FLOAT16` flag", "FLOAT16"),
+    ("Features Features(SHADER_F16) are required but not enabled on the device", "Features(SHADER_F16)"),
+    ("Shader validation error: Constant expression [7] is invalid | = Float literal is infinite", None),
+    ("unsupported instruction SpecConstantOp at Type", None),
+    ("invalid type width %2", None),
+])
+def test_only_a_named_missing_capability_is_unsupported(message, capability):
+    assert missing_capability(message) == capability
+
+
+@requires_vulkan
+@requires_test_spirv
+def test_half_shader_on_a_device_without_f16_is_not_supported(monkeypatch):
+    monkeypatch.setattr(adapters, "WANTED_FEATURES", tuple(f for f in adapters.WANTED_FEATURES if f != "shader-f16"))
+    info, adapter = adapters.select()[0]
+    info = type(info)(**{**info.to_dict(), "features": tuple(f for f in info.features if f != "shader-f16")})
+    device = adapters.create_device(info, adapter)
+    with pytest.raises(ShaderUnsupportedError, match="needs FLOAT16") as found:
+        PipelineCache(device).get(compile_glsl("half_axpy.glsl"), {}, (64, 1, 1), label="half_axpy")
+    assert kernels.status_of_exception(found.value)[0].name == "NOT_SUPPORTED"
+
+
+def test_a_module_naga_cannot_parse_is_a_build_fail():
+    status, reason = kernels.status_of_exception(ShaderLoadError("x: shader module: Float literal is infinite"))
+    assert status.name == "BUILD_FAIL" and "Float literal is infinite" in reason
+
+
+@requires_vulkan
+@requires_pinned_tree
+@pytest.mark.parametrize("allow", [False, True])
+def test_a_run_of_nothing_but_not_supported_fails_unless_allowed(tmp_path, monkeypatch, capsys, allow):
+    """An adapter and a tree, yet every kernel case NOT_SUPPORTED (here: fp16 on a device made without f16)."""
+    monkeypatch.setattr(adapters, "WANTED_FEATURES", tuple(f for f in adapters.WANTED_FEATURES if f != "shader-f16"))
+    results = tmp_path / "r.jsonl"
+    argv = ["run", "--suite", "kernels", "--cases", r"M1-K64-N40-g32-fp16-buffer\]$", "--et-src",
+            str(pinned_tarball("main")), "--results", str(results)] + (["--allow-empty"] if allow else [])
+    assert cli.main(argv) == (0 if allow else cli.EXIT_EMPTY)
+    assert {r.status for r in load([results])} == {"NOT_SUPPORTED"}
+    err = capsys.readouterr().err
+    assert ("no kernel case ran" in err) is not allow
