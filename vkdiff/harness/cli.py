@@ -163,12 +163,10 @@ def _model_cases(pattern: str | None) -> list:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import Progress
 
-    from vkdiff.cases.kernels import KernelCase, all_cases
-    from vkdiff.harness.datamodel import HOST, REPAIRS
-    from vkdiff.harness.expectations import counts_as_failure
-    from vkdiff.harness.runner import Runner, nothing_ran
+    from vkdiff.cases.kernels import all_cases
+    from vkdiff.harness.datamodel import REPAIRS
+    from vkdiff.harness.runner import Runner
     from vkdiff.harness.store import ResultStore
 
     console = Console(stderr=True, soft_wrap=True)
@@ -184,22 +182,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_outputs((results_path, "--results", False), (args.report, "--report", True))
     repairs_before = len(REPAIRS)
     tree, devices = _resolve_inputs(args, console)
-    store = ResultStore(results_path)
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
                     repairs_from=repairs_before)
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
+    with Interrupts(console) as interrupts:
+        results = run_all(runner, cases, models, ResultStore(results_path), console, interrupts)
+    print_summary(summarize(results), console)
+    console.print(f"results: {results_path}", markup=False)
+    if args.report:
+        write_report([results_path], Path(args.report), console)
+    return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts") -> list:
+    """Every case on its devices, each result appended and shown as it comes; stops early on a signal."""
+    from rich.progress import Progress
+
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.harness.datamodel import HOST
+
     results = []
-    with Interrupts(console) as interrupts, Progress(console=console, transient=True) as progress:
-        task = progress.add_task("running", total=len(cases) * max(1, len(devices)) + len(models))
-
-        def on_result(result) -> None:
-            if result.device != HOST:
-                progress.advance(task)
-            for repair in runner.new_repairs():
-                progress.console.print(repair.line(), markup=False, style="yellow")
-            report_line(result, progress.console)
-
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("running", total=len(cases) * max(1, len(runner.slugs)) + len(models))
         runner.schedule(cases)
         try:
             for case in [*cases, *models]:
@@ -209,23 +214,30 @@ def cmd_run(args: argparse.Namespace) -> int:
                     for result in runner.run(case, device):
                         store.append(result)
                         results.append(result)
-                        on_result(result)
+                        progress.advance(task, advance=int(result.device != HOST))
+                        for repair in runner.new_repairs():
+                            progress.console.print(repair.line(), markup=False, style="yellow")
+                        report_line(result, progress.console)
                 if not isinstance(case, KernelCase):
                     progress.advance(task)
         finally:
             runner.close()
-    print_summary(summarize(results), console)
-    console.print(f"results: {results_path}", markup=False)
-    if args.report:
-        write_report([results_path], Path(args.report), console)
+    return results
+
+
+def run_exit_code(results: Sequence, runner, interrupts: "Interrupts", allow_empty: bool, console) -> int:
+    """128+signal when stopped, 1 on failures, 3 when nothing ran (unless allowed), else 0."""
+    from vkdiff.harness.expectations import counts_as_failure
+    from vkdiff.harness.runner import nothing_ran
+
     if interrupts.received:
         console.print(f"vkdiff: stopped by {signal.Signals(interrupts.received).name} after {len(results)} results",
                       markup=False, style="yellow")
         return interrupts.exit_code
     if any(counts_as_failure(r) for r in results):
         return EXIT_FAIL
-    empty = nothing_ran(results, tree, devices)
-    if empty and not args.allow_empty:
+    empty = nothing_ran(results, runner.tree, runner.slugs)
+    if empty and not allow_empty:
         console.print(f"vkdiff: warning: {empty}; pass --allow-empty if that is intended", markup=False, style="red")
         return EXIT_EMPTY
     return 0
