@@ -111,10 +111,6 @@ class Argument:
     kwarg_only: bool = False
     """Declared after ``*``."""
 
-    @property
-    def is_tensor(self) -> bool:
-        return self.type.split("(")[0].rstrip("?") == "Tensor"
-
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
 class OpSchema:
