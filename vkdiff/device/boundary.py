@@ -60,6 +60,10 @@ class DeviceLimitError(DeviceError):
     """A dispatch does not fit the device's features or limits (→ ``NOT_SUPPORTED``)."""
 
 
+class DtypeMismatchError(DeviceError):
+    """A binding's reflected type differs from the tensor bound to it (→ ``DTYPE_MISMATCH`` on every device)."""
+
+
 class DispatchError(DeviceError):
     """Validation failed while binding or dispatching (→ ``ERROR``: a launcher bug)."""
 

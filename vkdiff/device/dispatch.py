@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from typing import Any, Mapping, Sequence
 
 from vkdiff.device import spirv
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError, gpu_call
+from vkdiff.device.boundary import DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError, gpu_call
 from vkdiff.device.resources import Tensor
 
 _SAMPLE_TYPES = {"float": "unfilterable-float", "sint": "sint", "uint": "uint"}
@@ -107,6 +108,58 @@ def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:
     return handle.create_view()
 
 
+_KIND = {"f": "float", "i": "int", "u": "int", "b": "int"}
+"""Scalar kinds a binding and a tensor must agree on (int/uint differ only in how bits are read)."""
+
+
+def _declared(binding: spirv.Binding) -> tuple[str, int] | None:
+    """(kind, bits) a binding declares for its elements, None when reflection does not say."""
+    if binding.kind == "storage-texture":
+        found = re.fullmatch(r"(?:r|rg|rgba)(\d+)(float|sint|uint|unorm|snorm)", binding.format)
+        return (("float" if found.group(2) in ("float", "unorm", "snorm") else "int"), int(found.group(1))) \
+            if found else None
+    if binding.kind == "sampled-texture":
+        return ("float" if binding.sample_type == "float" else "int"), 0
+    if binding.kind == "storage-buffer" and binding.element:
+        name = binding.element
+        return ("float" if name.startswith("float") else "int"), int(name.lstrip("uintfloa"))
+    return None
+
+
+def binding_mismatch(binding: spirv.Binding, tensor: Tensor) -> str | None:
+    """Why ``tensor`` cannot be what ``binding`` reads or writes, None when they agree.
+
+    Kinds (float vs integer) must agree for every binding; widths must agree for
+    storage textures, whose format is the allocation's. A buffer of 8-bit elements may be
+    read as 32-bit words when the device lacks 8-bit storage buffers (ET-VK's
+    ``nobitw8buffer`` shaders); int8x4 tensors are int32 words.
+    """
+    declared = _declared(binding)
+    if declared is None or tensor.spec is None:
+        return None
+    kind, bits = declared
+    dtype = tensor.dtype
+    have_kind, have_bits = _KIND[dtype.kind], dtype.itemsize * 8
+    if kind != have_kind:
+        return f"declares {kind}{bits or ''} elements, the tensor is {tensor.spec.dtype} in {tensor.storage}"
+    if binding.kind == "storage-texture" and bits != have_bits:
+        return f"declares a {binding.format} image, the tensor is {tensor.spec.dtype} ({tensor.storage})"
+    if binding.kind == "storage-buffer" and bits != have_bits and not (have_bits == 8 and bits == 32):
+        return f"declares {binding.element} elements, the tensor is {tensor.spec.dtype} in a buffer"
+    return None
+
+
+def check_bindings(pipeline: Pipeline, resources: Sequence[Any], label: str) -> None:
+    """Raise ``DtypeMismatchError`` naming the first binding whose reflected type differs from its tensor."""
+    for binding in pipeline.reflection.bindings:
+        if binding.group or binding.binding >= len(resources) or not isinstance(resources[binding.binding], Tensor):
+            continue
+        why = binding_mismatch(binding, resources[binding.binding])
+        if why:
+            name = f" ({binding.name})" if binding.name else ""
+            raise DtypeMismatchError(f"{label}: binding {binding.binding}{name} {why}")
+
+
 def workgroup_count(global_size: Sequence[int], local_size: Sequence[int]) -> tuple[int, int, int]:
     """ET-VK dispatches ``div_up(global, local)`` workgroups per axis."""
     return tuple(-(-int(g) // int(l)) for g, l in zip(global_size, local_size))  # type: ignore[return-value]
@@ -129,6 +182,7 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     missing = [b.binding for b in bindings if b.binding >= len(resources)]
     if missing:
         raise DispatchError(f"{label}: shader declares bindings {missing}, launcher gave {len(resources)} resources")
+    check_bindings(pipeline, resources, label)
     groups = workgroup_count(global_size, pipeline.local_size)
     if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
         raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")

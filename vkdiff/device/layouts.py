@@ -15,6 +15,8 @@ TEXEL_FORMATS = {
     np.dtype(np.float16): "rgba16float",
     np.dtype(np.int32): "rgba32sint",
     np.dtype(np.uint32): "rgba32uint",
+    np.dtype(np.int8): "rgba8sint",
+    np.dtype(np.uint8): "rgba8uint",
 }
 """Texture format ET-VK allocates for each tensor dtype."""
 

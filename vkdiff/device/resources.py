@@ -31,6 +31,8 @@ class Tensor:
     """``GPUBuffer`` or ``GPUTexture``."""
     buffer_shape: tuple[int, ...] = ()
     """Shape of the raw buffer contents (for buffers that hold packed data)."""
+    spec: Any = None
+    """``TensorSpec`` (ET-VK's vTensor metadata) of tensors the graph runtime allocates, else None."""
 
 
 def _byte_view(data: bytes | np.ndarray) -> np.ndarray:
@@ -103,6 +105,39 @@ def tensor(device: Any, array: np.ndarray, storage: Storage, label: str = "tenso
 def poisoned(device: Any, shape: tuple[int, ...], dtype, storage: Storage, label: str = "out") -> Tensor:
     """An output tensor filled with the poison pattern (see ``layouts.POISON_BITS``)."""
     return tensor(device, layouts.poison_like(shape, dtype), storage, label)
+
+
+def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
+    """Storage for a ``TensorSpec`` sized as ``vTensorStorage`` sizes it, every byte poisoned.
+
+    Buffers hold ``physical_numel`` elements rounded up to 16 bytes (``allocate_buffer``);
+    textures have the spec's image extents and its dtype's texel format.
+    """
+    import wgpu
+
+    element = spec.element_dtype
+    if spec.storage == "buffer":
+        count = max(spec.physical_numel, 1)
+        data = layouts.poison_like((count,), element)
+        return Tensor(shape=tuple(spec.sizes), dtype=element,
+                      storage="buffer", handle=_buffer(device, data, wgpu.BufferUsage.STORAGE, label),
+                      buffer_shape=(count,), spec=spec)
+    if element not in layouts.TEXEL_FORMATS:
+        raise DeviceLimitError(f"{label}: no texture format for dtype {element}")
+    extent = spec.extents
+    limit = device.limits["max-texture-dimension-3d" if spec.storage == "texture3d" else "max-texture-dimension-2d"]
+    if max(extent) > limit:
+        raise DeviceLimitError(f"{label}: texture extent {extent} exceeds the device limit {limit}")
+    handle = gpu_call(
+        DispatchError, f"create texture {label}", device.create_texture,
+        size=extent, dimension="3d" if spec.storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[element],
+        usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.TEXTURE_BINDING
+        | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC, label=label)
+    texels = layouts.poison_like((extent[2], extent[1], extent[0], 4), element)
+    device.queue.write_texture({"texture": handle}, _byte_view(texels),
+                               {"bytes_per_row": extent[0] * 4 * element.itemsize, "rows_per_image": extent[1]},
+                               extent)
+    return Tensor(shape=tuple(spec.sizes), dtype=element, storage=spec.storage, handle=handle, spec=spec)
 
 
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:

@@ -113,6 +113,8 @@ class Binding:
     """"float", "sint" or "uint" for sampled textures."""
     access: str = ""
     """"read-only", "write-only" or "read-write" for storage textures."""
+    element: str = ""
+    """Scalar type of a storage buffer's array elements (``float32``, ``int32``, ``uint8``…), "" if not an array."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -219,6 +221,29 @@ def _sample_type(module: _Module, component_type: int) -> str:
     return "sint" if int(ops[2]) else "uint"
 
 
+def _scalar_name(module: _Module, type_id: int) -> str:
+    """numpy-style name of a scalar, vector or matrix type's component (``float16``, ``int32``, ``uint8``)."""
+    op, ops = module.types[type_id]
+    while op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX):
+        op, ops = module.types[int(ops[1])]
+    if op == OP_TYPE_FLOAT:
+        return f"float{int(ops[1])}"
+    if op == OP_TYPE_INT:
+        return f"{'int' if int(ops[2]) else 'uint'}{int(ops[1])}"
+    return ""
+
+
+def _buffer_element(module: _Module, block: int) -> str:
+    """Element type of the array a storage-buffer block ends with ("" for a block of plain members)."""
+    op, ops = module.types[block]
+    if op != OP_TYPE_STRUCT or len(ops) < 2:
+        return ""
+    last_op, last_ops = module.types[int(ops[-1])]
+    if last_op not in (OP_TYPE_RUNTIME_ARRAY, OP_TYPE_ARRAY):
+        return ""
+    return _scalar_name(module, int(last_ops[1]))
+
+
 def _image_binding(module: _Module, var: int, image_type: int, sampled_wrapper: bool, **where) -> Binding:
     _, ops = module.types[image_type]
     dim = {1: "2d", 2: "3d", 0: "1d"}.get(int(ops[2]), "")
@@ -250,7 +275,7 @@ def reflect(spv: bytes) -> Reflection:
                      name=module.names.get(var, "") or module.names.get(pointee, ""))
         op, ops = module.types[pointee]
         if storage == SC_STORAGE_BUFFER or (storage == SC_UNIFORM and 3 in module.decorations.get(pointee, {})):
-            bindings.append(Binding(kind="storage-buffer", **where))
+            bindings.append(Binding(kind="storage-buffer", element=_buffer_element(module, pointee), **where))
         elif storage == SC_UNIFORM:
             bindings.append(Binding(kind="uniform-buffer", **where))
         elif op == OP_TYPE_SAMPLED_IMAGE:

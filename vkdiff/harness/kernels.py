@@ -22,7 +22,8 @@ import numpy as np
 
 from vkdiff import reference
 from vkdiff.cases.kernels import KernelCase, suite_of
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError, ShaderUnsupportedError
+from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
+                                    ShaderUnsupportedError)
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import Launch
@@ -114,6 +115,7 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (ShaderUnsupportedError, Status.NOT_SUPPORTED),
     (ShaderLoadError, Status.BUILD_FAIL),
     (DeviceLimitError, Status.NOT_SUPPORTED),
+    (DtypeMismatchError, Status.DTYPE_MISMATCH),
     (DispatchError, Status.ERROR),
 )
 """First match wins: ``NOT_SUPPORTED`` only where the device (or naga) names what it lacks."""

@@ -1,4 +1,4 @@
-"""The part of ET-VK's ``ComputeGraph`` that launchers compose on: constants, prepack cache, dispatch log.
+"""The part of ET-VK's ``ComputeGraph`` that launchers compose on: tensors, constants, prepack cache, dispatches.
 
 A launcher's op function adds nodes to a ``ComputeGraph`` the way an ``ops/impl/*.cpp``
 function does: it prepacks constants (``TensorRef`` → device tensor, once per
@@ -6,7 +6,10 @@ function does: it prepacks constants (``TensorRef`` → device tensor, once per
 get_cached_prepack`` / ``cache_prepack`` key it) and dispatches shaders on device
 tensors. Nothing is read back inside the graph; ``read`` is for the graph's outputs.
 Dispatches run as they are added (wgpu orders them); each is logged with its
-shader, workgroup sizes and spec constants.
+shader, workgroup sizes and spec constants. Tensors the graph allocates carry their
+``TensorSpec`` (``vTensor`` metadata), from which the UBOs and push constants shaders
+read are built; a dispatch whose global size is zero on some axis (ET-VK's gated
+GEMM/GEMV pairs) is logged and neither built nor run, as no invocation would execute.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import numpy as np
 from vkdiff.device import layouts, resources
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
+from vkdiff.device.graph.vtensor import Layout, TensorSpec
 from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.routing import Route, route_for
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -46,6 +51,10 @@ class DispatchRecord:
     """Specialization constants by SpecId (workgroup ids 0–2 excluded)."""
     prepack: bool
     """A prepack node (runs once per constant) rather than an execute node."""
+    node: int | None = None
+    """Index of the delegate's op that added it (None outside a delegate, e.g. staging)."""
+    skipped: bool = False
+    """Global size was zero on some axis: logged, not built, not run."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -72,12 +81,36 @@ class Launch:
 class ComputeGraph:
     """Device tensors, the prepack cache and the dispatch log of one graph on one device."""
 
-    def __init__(self, ctx: DeviceContext):
+    def __init__(self, ctx: DeviceContext, route: Route | None = None):
         self.ctx = ctx
         self.device = ctx.device
+        self.route = route or route_for("native", ctx.info)
+        """Device properties ET-VK's host code routes on (see ``vkdiff.device.routing``)."""
         self.dispatches: list[DispatchRecord] = []
         self.polyfilled = False
+        self.node: int | None = None
+        """The delegate op being added (recorded on each dispatch)."""
         self._prepack_cache: dict[tuple[int | str, str], Tensor] = {}
+
+    def add_tensor(self, sizes: Sequence[int], dtype: str, storage: Storage, layout: Layout = "width",
+                   label: str = "tensor") -> Tensor:
+        """``ComputeGraph::add_tensor``: a poisoned tensor with ET-VK's metadata (also ``TmpTensor``)."""
+        if dtype == "float16" and not self.route.float16_buffers:
+            dtype = "float32"
+        spec = TensorSpec(tuple(int(s) for s in sizes), dtype, storage, layout)
+        return resources.allocate(self.device, spec, label)
+
+    def uniform(self, data: bytes, label: str = "ubo") -> Any:
+        """A params buffer (``ParamsBuffer``) holding ``data``."""
+        return resources.uniform(self.device, data, label)
+
+    def meta_ubo(self, tensor: Tensor) -> Any:
+        """``meta_ubo``: ``BufferMetadata`` or ``TextureMetadata`` of a graph tensor."""
+        return self.uniform(tensor.spec.meta_block(), "meta")
+
+    def sizes_ubo(self, tensor: Tensor) -> Any:
+        """``sizes_ubo``: WHCN ``ivec4`` sizes."""
+        return self.uniform(_spec_of(tensor).sizes_block(), "sizes")
 
     def get_cached_prepack(self, ref: TensorRef, kernel_name: str) -> Tensor | None:
         """``ComputeGraph::get_cached_prepack``: the tensor ``ref`` was already packed into by ``kernel_name``."""
@@ -100,11 +133,20 @@ class ComputeGraph:
                  immediates: bytes = b"", prepack: bool = False) -> None:
         """Build (cached) and dispatch one shader variant; ``resources[i]`` is bound to binding ``i``."""
         spec = dict(spec or {})
+        if min(global_wg) == 0:
+            self.dispatches.append(DispatchRecord(shader=shader, global_wg=tuple(global_wg), local_wg=tuple(local_wg),
+                                                  spec=spec, prepack=prepack, node=self.node, skipped=True))
+            return
         pipeline, built = self.ctx.kernel(shader, spec, local_wg)
         self.polyfilled |= built.polyfilled
         dispatch_pipeline(self.device, pipeline, resources, global_wg, immediates, label=shader)
         self.dispatches.append(DispatchRecord(shader=shader, global_wg=tuple(global_wg), local_wg=tuple(local_wg),
-                                              spec=spec, prepack=prepack))
+                                              spec=spec, prepack=prepack, node=self.node))
+
+    def log_copy(self, shader: str, prepack: bool = True) -> None:
+        """Record a staging step done as a byte copy (see ``staging``)."""
+        self.dispatches.append(DispatchRecord(shader=f"copy:{shader}", global_wg=(0, 0, 0), local_wg=(0, 0, 0),
+                                              spec={}, prepack=prepack, node=self.node, skipped=True))
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """A graph output, read back whole."""
@@ -113,8 +155,15 @@ class ComputeGraph:
     def launch(self, out: Tensor) -> Launch:
         """Read ``out`` back and summarise what produced it."""
         output = self.read(out)
-        main = [d for d in self.dispatches if not d.prepack][-1]
+        main = [d for d in self.dispatches if not d.prepack and not d.skipped][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)
         return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, shaders=shaders,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
+
+
+def _spec_of(tensor: Tensor) -> TensorSpec:
+    """A tensor's metadata; tensors made outside the graph (kernel-case inputs) get width-packed metadata."""
+    if tensor.spec is not None:
+        return tensor.spec
+    return TensorSpec(tuple(tensor.shape), tensor.dtype.name, tensor.storage, "width")

@@ -1,0 +1,68 @@
+"""Routing profiles: the device properties ET-VK's host code picks shaders by, as parameters.
+
+Profiles live in ``routes.toml`` beside this module (data, not code). ``route_for``
+resolves a profile against one adapter: keys the profile leaves out come from what the
+adapter reports. Launchers read only the resolved ``Route``, never the adapter, so one
+device runs every vendor's path; every result records the profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROUTES_FILE = Path(__file__).with_name("routes.toml")
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Route:
+    """The routing-relevant properties of one (profile, device)."""
+
+    name: str
+    """Profile name (``native``, ``mali``, ...)."""
+    int8_dot_product: bool
+    cooperative_matrix: bool
+    int8_cooperative_matrix: bool
+    subgroup_size: int
+    vendor: str
+    integrated: bool
+    int8_buffers: bool
+    float16_buffers: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@functools.lru_cache(maxsize=1)
+def profiles() -> dict[str, dict[str, Any]]:
+    """Every profile in ``routes.toml`` by name."""
+    return tomllib.loads(ROUTES_FILE.read_text())
+
+
+class UnknownRouteError(ValueError):
+    """``--route`` names no profile."""
+
+
+def check_route(name: str) -> str:
+    """``name`` if it is a profile, else one line naming the known ones."""
+    if name not in profiles():
+        raise UnknownRouteError(f"--route {name}: no such routing profile; known: {', '.join(profiles())} "
+                                f"(defined in {ROUTES_FILE})")
+    return name
+
+
+def route_for(name: str, info: Any) -> Route:
+    """Resolve profile ``name`` for an adapter (``DeviceInfo``): the profile's keys over the adapter's."""
+    profile = profiles()[check_route(name)]
+    native = {
+        "subgroup_size": int(info.limits.get("subgroup-max-size") or info.limits.get("min-subgroup-size") or 32),
+        "vendor": info.vendor,
+        "integrated": info.adapter_type == "IntegratedGPU",
+        "int8_buffers": False,
+        "float16_buffers": "shader-f16" in info.features,
+    }
+    values = {**native, **{k: v for k, v in profile.items() if k != "description"}}
+    return Route(name=name, **{f.name: values[f.name] for f in dataclasses.fields(Route) if f.name != "name"})
