@@ -27,6 +27,9 @@ NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16}
 OPTION_TOKENS: dict[str, str] = {"weight_storage": "w"}
 """Id prefix of each launcher option's value (``weight_storage=buffer`` → ``wbuffer``)."""
 
+NAMED_OPTIONS = frozenset({"impl"})
+"""Options a case's name already says (``linear_q4gsw_tiled`` forces ``impl=QuantizedLinear.cpp``): not in ids."""
+
 XS, S, M1, M2, L, XL = 3, 7, 13, 31, 67, 113
 """ExecuTorch's prime dimension constants (``op_tests/cases.py``), for shapes that break tilings."""
 
@@ -54,7 +57,7 @@ class KernelCase:
         parts = [self.dtype]
         if storage:
             parts.append(self.storage)
-            parts += [f"{OPTION_TOKENS.get(k, k)}{v}" for k, v in self.options]
+            parts += [f"{OPTION_TOKENS.get(k, k)}{v}" for k, v in self.options if k not in NAMED_OPTIONS]
         parts += list(self.flags)
         return "-".join(parts)
 

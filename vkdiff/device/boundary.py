@@ -35,8 +35,16 @@ UNSUPPORTED_PATTERNS = (
     re.compile(r"requires the `naga::valid::Capabilities::(\w+)` flag"),
     re.compile(r"Features? (.+?) (?:are|is) required but not enabled"),
     re.compile(r"Downlevel flags (.+?) are required but not supported"),
+    re.compile(r"(invalid type width) %?\d+"),
 )
-"""How naga and wgpu name a missing capability or feature: the only load failures that are ``NOT_SUPPORTED``."""
+"""How naga and wgpu name a missing capability or feature: the only load failures that are ``NOT_SUPPORTED``.
+
+``invalid type width`` is naga's SPIR-V front end meeting a scalar width its IR lacks
+(16-bit and 8-bit integers): a limit of naga on every device, not a broken module."""
+
+
+NAGA_LIMITS = {"invalid type width": "integer scalars narrower than 32 bits (naga: invalid type width)"}
+"""Readable names for naga messages that name a limit of its IR rather than a capability."""
 
 
 def missing_capability(message: str) -> str | None:
@@ -46,13 +54,15 @@ def missing_capability(message: str) -> str | None:
 
         >>> missing_capability("... unsupported capability StorageBuffer8BitAccess")
         'StorageBuffer8BitAccess'
+        >>> missing_capability("... invalid type width %2")
+        'integer scalars narrower than 32 bits (naga: invalid type width)'
         >>> missing_capability("... Float literal is infinite") is None
         True
     """
     for pattern in UNSUPPORTED_PATTERNS:
         found = pattern.search(message)
         if found:
-            return found.group(1)
+            return NAGA_LIMITS.get(found.group(1), found.group(1))
     return None
 
 

@@ -67,17 +67,45 @@ def _has_reference(op: str) -> bool:
         return False
 
 
-def run(delegate: Delegate, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Outputs of the delegate for ``inputs`` (in ``input_ids`` order), float64.
+def missing_references(delegate: Delegate) -> list[str]:
+    """Ops of the delegate with no schema or no reference."""
+    return sorted(name for name in {o.name for o in delegate.ops} if not _has_reference(name))
+
+
+def trace(delegate: Delegate, inputs: Sequence[np.ndarray]) -> Env:
+    """Every value the delegate computes for ``inputs`` (in ``input_ids`` order), by value id.
 
     Raises:
         UnsupportedOpError: an op has no schema or no reference (names every such op).
     """
-    missing = sorted(name for name in {o.name for o in delegate.ops} if not _has_reference(name))
+    missing = missing_references(delegate)
     if missing:
         raise UnsupportedOpError(f"no reference for {', '.join(missing)}")
     env: Env = {vid: np.asarray(x) for vid, x in zip(delegate.input_ids, inputs)}
     for operation in delegate.ops:
         call = delegate.bind(operation)
         _store(delegate, env, call, reference.evaluate(call.schema.name, arguments(delegate, call, env)))
+    return env
+
+
+def evaluate_node(delegate: Delegate, call: Call, env: Env) -> tuple[tuple[np.ndarray, ...], np.ndarray | None]:
+    """One node's outputs from the values in ``env`` (and its constants), with the reduction magnitude if any."""
+    args = arguments(delegate, call, env)
+    output, magnitude = reference.evaluate_with_magnitude(call.schema.name, args)
+    outputs = output if isinstance(output, tuple) else (output,)
+    shaped = []
+    for vid, value in zip(call.outputs, outputs):
+        array = np.asarray(value, np.float64)
+        dims = delegate.tensors[vid].dims if vid in delegate.tensors else None
+        shaped.append(array.reshape(dims) if dims is not None and array.size == int(np.prod(dims)) else array)
+    return tuple(shaped), magnitude
+
+
+def run(delegate: Delegate, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Outputs of the delegate for ``inputs`` (in ``input_ids`` order), float64.
+
+    Raises:
+        UnsupportedOpError: an op has no schema or no reference (names every such op).
+    """
+    env = trace(delegate, inputs)
     return [np.asarray(env[vid], dtype=np.float64) for vid in delegate.output_ids]

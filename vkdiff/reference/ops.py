@@ -98,7 +98,16 @@ def _linear_q4gsw(self, weights, weight_scales, group_size, bias=None):
     return linear_float64(self, weight, bias)
 
 
-@reference_op("et_vk.linear_dq8ca_q4gsw.default")
+def _linear_dq8ca_q4gsw_accumulation(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size,
+                                     bias=None):
+    """The integer dot products are exact; rounding comes from scaling and summing groups: ``|x| @ |W|.T``."""
+    expected = linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias)
+    weight = dequantize_q4gsw_weight(weights, weight_scales, group_size, np.shape(input)[-1])
+    magnitude = linear_float64(np.abs(input), np.abs(weight, out=weight), None if bias is None else np.abs(bias))
+    return expected, magnitude.reshape(np.shape(expected))
+
+
+@reference_op("et_vk.linear_dq8ca_q4gsw.default", accumulation=_linear_dq8ca_q4gsw_accumulation)
 def _linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias=None):
     return linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias)
 

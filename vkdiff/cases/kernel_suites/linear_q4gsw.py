@@ -1,4 +1,12 @@
-"""``et_vk.linear_q4gsw``: the foundation sweep plus buffer-weight and bias variants at small shapes."""
+"""``et_vk.linear_q4gsw``: the live path of the given tree, plus ``QuantizedLinear.cpp``'s tiled/coop path.
+
+The foundation sweep runs whatever implementation the tree registers for the op
+(``Q4gswLinear.cpp``'s ``__w_4x8`` shaders since v1.4.0, ``QuantizedLinear.cpp`` before).
+The ``linear_q4gsw_tiled`` cases force ``QuantizedLinear.cpp`` (``impl``): on current
+trees that path is dq8ca's weight-only fallback, and its buffer-weight and bias
+variants run there. Boundary shapes the C++ tests skip: M > K/2 and M > K, N % 8 in
+1..4, one row, K not a multiple of 128, fp16 at K = 4096.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +27,16 @@ DTYPES = ("fp32", "fp16")
 IO_STORAGES = ("buffer", "texture3d")
 
 
-def linear_case(m: int, k: int, n: int, g: int, dtype: str, storage: str, **knobs) -> KernelCase:
-    return KernelCase(op=OP, name="linear_q4gsw", shape=(("M", m), ("K", k), ("N", n), ("g", g)),
+def linear_case(m: int, k: int, n: int, g: int, dtype: str, storage: str, name: str = "linear_q4gsw",
+                **knobs) -> KernelCase:
+    return KernelCase(op=OP, name=name, shape=(("M", m), ("K", k), ("N", n), ("g", g)),
                       dtype=dtype, storage=storage, **knobs)
+
+
+TILED = (("impl", "QuantizedLinear.cpp"),)
+"""Options forcing ``QuantizedLinear.cpp``'s implementation."""
+BOUNDARY = ((96, 160, 44, 32), (200, 160, 52, 32), (1, 96, 36, 32), (33, 224, 48, 32))
+"""(M, K, N, g): M > K/2, M > K, one row with N % 8 == 4, K % 128 != 0 and odd M."""
 
 
 def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
@@ -47,6 +62,14 @@ def linear_q4gsw_suite() -> Iterator[KernelCase]:
     for m, k, n, g, dtype, storage in itertools.product(M_SIZES, K_SIZES, N_SIZES, GROUP_SIZES, DTYPES, IO_STORAGES):
         if k % g == 0:
             yield linear_case(m, k, n, g, dtype, storage)
+    for (m, k, n, g), dtype, storage in itertools.product(BOUNDARY, DTYPES, IO_STORAGES):
+        yield linear_case(m, k, n, g, dtype, storage)
     for m, dtype, storage in itertools.product((1, M1), DTYPES, IO_STORAGES):
-        yield linear_case(m, 256, 40, 32, dtype, storage, options=(("weight_storage", "buffer"),))
         yield linear_case(m, 256, 40, 32, dtype, storage, flags=("bias",))
+        tiled = dict(name="linear_q4gsw_tiled", options=TILED)
+        yield linear_case(m, 256, 40, 32, dtype, storage, **tiled, flags=("bias",))
+        yield linear_case(m, 256, 40, 32, dtype, storage, name="linear_q4gsw_tiled",
+                          options=(*TILED, ("weight_storage", "buffer")))
+    for m, k, n, g, dtype, storage in itertools.product((1, 13), (256, 4096), (40, 4096), (32, 128), DTYPES,
+                                                        IO_STORAGES):
+        yield linear_case(m, k, n, g, dtype, storage, name="linear_q4gsw_tiled", options=TILED)

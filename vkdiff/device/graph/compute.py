@@ -137,9 +137,13 @@ class ComputeGraph:
             self.dispatches.append(DispatchRecord(shader=shader, global_wg=tuple(global_wg), local_wg=tuple(local_wg),
                                                   spec=spec, prepack=prepack, node=self.node, skipped=True))
             return
-        pipeline, built = self.ctx.kernel(shader, spec, local_wg)
-        self.polyfilled |= built.polyfilled
-        dispatch_pipeline(self.device, pipeline, resources, global_wg, immediates, label=shader)
+        try:
+            pipeline, built = self.ctx.kernel(shader, spec, local_wg)
+            self.polyfilled |= built.polyfilled
+            dispatch_pipeline(self.device, pipeline, resources, global_wg, immediates, label=shader)
+        except Exception as exc:
+            exc.shader = shader
+            raise
         self.dispatches.append(DispatchRecord(shader=shader, global_wg=tuple(global_wg), local_wg=tuple(local_wg),
                                               spec=spec, prepack=prepack, node=self.node))
 
@@ -149,8 +153,15 @@ class ComputeGraph:
                                               spec={}, prepack=prepack, node=self.node, skipped=True))
 
     def read(self, tensor: Tensor) -> np.ndarray:
-        """A graph output, read back whole."""
-        return resources.read(self.device, tensor)
+        """A width-packed tensor's raw contents in its logical shape (poison kept: no shader in between)."""
+        if tensor.spec is None:
+            return resources.read(self.device, tensor)
+        if tensor.spec.layout != "width":
+            raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: read it through staging.read_nchw")
+        raw = resources.read(self.device, tensor)
+        if tensor.storage == "buffer":
+            return np.ascontiguousarray(raw.reshape(-1)[: tensor.spec.numel]).reshape(tensor.spec.sizes)
+        return raw
 
     def launch(self, out: Tensor) -> Launch:
         """Read ``out`` back and summarise what produced it."""
@@ -160,6 +171,24 @@ class ComputeGraph:
             d.shader for d in self.dispatches if not d.prepack)
         return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, shaders=shaders,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
+
+
+def create_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``ComputeGraph::create_local_wg_size`` (no override configured)."""
+    order = sorted(range(3), key=lambda axis: -global_wg[axis])
+    largest, middle, smallest = (global_wg[a] for a in order)
+    local = [8, max(1, min(4, middle)), max(1, min(2, smallest))]
+    if smallest == 1:
+        if middle == 1:
+            local[0], local[1] = 64, 1
+        elif middle % 4 == 0:
+            local[0], local[1] = 16, 4
+        else:
+            local[0], local[1] = 32, 2
+    out = [0, 0, 0]
+    for rank, axis in enumerate(order):
+        out[axis] = local[rank]
+    return tuple(out)  # type: ignore[return-value]
 
 
 def _spec_of(tensor: Tensor) -> TensorSpec:

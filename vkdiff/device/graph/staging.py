@@ -20,9 +20,8 @@ import dataclasses
 import numpy as np
 
 from vkdiff.device import resources
-from vkdiff.device.graph.compute import ComputeGraph, TensorRef
+from vkdiff.device.graph.compute import ComputeGraph, TensorRef, create_local_wg_size
 from vkdiff.device.graph.vtensor import TensorSpec
-from vkdiff.device.launchers.common import create_local_wg_size
 from vkdiff.device.resources import Tensor
 
 SUFFIX = {"float32": "float", "float16": "half", "int32": "int32", "int8": "int8", "uint8": "uint8",
@@ -63,7 +62,7 @@ def global_wg(spec: TensorSpec) -> tuple[int, int, int]:
     return (spec.numel, 1, 1) if spec.storage == "buffer" else spec.logical_limits
 
 
-def _staging_buffer(graph: ComputeGraph, data: np.ndarray, label: str) -> Tensor:
+def staging_buffer(graph: ComputeGraph, data: np.ndarray, label: str) -> Tensor:
     """A staging buffer (``StagingBuffer``): 8-bit data padded to whole words."""
     flat = np.ascontiguousarray(data).reshape(-1)
     if flat.dtype.itemsize == 1 and flat.size % 4:
@@ -73,16 +72,20 @@ def _staging_buffer(graph: ComputeGraph, data: np.ndarray, label: str) -> Tensor
 
 def write_nchw(graph: ComputeGraph, tensor: Tensor, array: np.ndarray, *, prepack: bool = False,
                transpose_hw: bool = False) -> None:
-    """``add_staging_to_tensor_node`` (inputs) or ``add_prepack_standard_node`` (constants, ``prepack``)."""
+    """``add_staging_to_tensor_node`` (inputs) or ``add_prepack_standard_node`` (constants, ``prepack``).
+
+    The staging dtype is the data's (a constant's own dtype, half as float without
+    float16 buffers), so float32 scales prepacked into a half tensor use ``*_half_float``.
+    """
     spec = tensor.spec
-    staging = staging_dtype(graph, spec.dtype)
+    staging = staging_dtype(graph, np.asarray(array).dtype.name)
     shader = nchw_to_tensor_shader(graph, spec, staging)
     data = np.asarray(array).astype(staging, copy=False)
     if spec.storage == "buffer" and _is_bitw8(spec.dtype) and not graph.route.int8_buffers and not transpose_hw:
         graph.device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(data).view(np.uint8).reshape(-1))
         graph.log_copy(shader, prepack)
         return
-    src = _staging_buffer(graph, data, "staging_in")
+    src = staging_buffer(graph, data, "staging_in")
     bitw8 = shader.startswith("nchw_to_bitw8")
     ubos = [] if bitw8 else [graph.meta_ubo(tensor)]
     pcs = spec.sizes_block() if bitw8 else b""

@@ -29,24 +29,6 @@ def sizes_ivec4(shape: tuple[int, ...]) -> bytes:
     return np.array(dims + [1] * (4 - len(dims)), dtype=np.int32).tobytes()
 
 
-def create_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
-    """``ComputeGraph::create_local_wg_size`` (no override configured)."""
-    order = sorted(range(3), key=lambda axis: -global_wg[axis])
-    largest, middle, smallest = (global_wg[a] for a in order)
-    local = [8, max(1, min(4, middle)), max(1, min(2, smallest))]
-    if smallest == 1:
-        if middle == 1:
-            local[0], local[1] = 64, 1
-        elif middle % 4 == 0:
-            local[0], local[1] = 16, 4
-        else:
-            local[0], local[1] = 32, 2
-    out = [0, 0, 0]
-    for rank, axis in enumerate(order):
-        out[axis] = local[rank]
-    return tuple(out)  # type: ignore[return-value]
-
-
 def pick_hw_square_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
     """``pick_hw_square_wg_size`` from ``ops/impl/Common.cpp``."""
     if global_wg[0] >= 6 and global_wg[1] >= 6:
@@ -64,3 +46,14 @@ def prepack_standard(graph: ComputeGraph, ref: TensorRef) -> Tensor:
     contiguous width-packed buffer writes the same bytes.
     """
     return resources.buffer_tensor(graph.device, np.ascontiguousarray(ref.data), f"prepacked_{ref.id}")
+
+
+def default_global_wg(tensor: Tensor) -> tuple[int, int, int]:
+    """``default_pick_global_wg_size`` → ``create_global_wg_size(out)``: numel for buffers, logical limits else."""
+    spec = tensor.spec
+    return (spec.numel, 1, 1) if spec.storage == "buffer" else tuple(spec.logical_limits)
+
+
+def val_at(index: int, sizes) -> int:
+    """``utils::val_at``: size at a negative index, 1 before the front."""
+    return int(sizes[index]) if -len(sizes) <= index < 0 else 1

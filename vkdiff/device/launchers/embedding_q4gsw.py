@@ -25,7 +25,8 @@ import numpy as np
 from vkdiff.device import resources
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch
-from vkdiff.device.launchers.common import create_local_wg_size, dtype_suffix, prepack_standard, sizes_ivec4
+from vkdiff.device.graph.compute import create_local_wg_size
+from vkdiff.device.launchers.common import dtype_suffix, prepack_standard, sizes_ivec4
 from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor

@@ -30,8 +30,8 @@ import numpy as np
 from vkdiff.device import resources
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
-from vkdiff.device.launchers.common import (create_local_wg_size, div_up, dtype_suffix, pick_hw_square_wg_size,
-                                            prepack_standard, sizes_ivec4)
+from vkdiff.device.graph.compute import create_local_wg_size
+from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size, prepack_standard, sizes_ivec4
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
 

@@ -5,17 +5,28 @@ added to a ``ComputeGraph``, the output tensor written, nothing read back), how 
 op sizes its output (the port of its resize function), which arguments are constants
 (prepacked, not uploaded as inputs), and the C++ it ports. ``run_op`` is the thin
 numpy wrapper kernel cases use: one small graph per call.
+
+An op may have several launchers, one per C++ implementation ET-VK has had (since
+v1.4.0 ``et_vk.linear_q4gsw`` is registered in ``Q4gswLinear.cpp``, before in
+``QuantizedLinear.cpp``). ``launcher_for(op, tree)`` takes the one whose ``registered_in``
+file registers the op in the given tree; ``stale_ports`` names the ported files whose
+source in that tree differs from the one the port was written against (``port-stale``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import re
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
+from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.resources import Storage, Tensor
 
 
@@ -52,43 +63,98 @@ class Launcher:
     """Argument names that are constants of the graph (prepacked)."""
     ports: tuple[Port, ...]
     """The C++ this launcher re-hosts."""
+    registered_in: str
+    """The file (under ``backends/vulkan/``) whose ``VK_REGISTER_OP`` names the op for this implementation."""
 
 
-LAUNCHERS: dict[str, Launcher] = {}
+LAUNCHERS: dict[str, list[Launcher]] = {}
+"""Every launcher by op, in registration order."""
 
 
 class NoLauncherError(LookupError):
     """No launcher is registered for an op."""
 
 
-def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], ports: tuple[Port, ...]):
-    """Register the decorated op function as ``op``'s launcher.
+def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], ports: tuple[Port, ...],
+                registered_in: str | None = None):
+    """Register the decorated op function as a launcher of ``op``.
+
+    ``registered_in`` defaults to the first port's file. Registering the same function
+    twice is a no-op; a second implementation must name a different ``registered_in``.
 
     Example::
 
-        @register_op("et_vk.linear_q4gsw.default", output=resize_linear_qw_node,
+        @register_op("et_vk.linear_q4gsw.default", output=resize_q4gsw_linear_node,
                      constants=("weights", "weight_scales", "bias"), ports=PORTS)
-        def quantized_linear_impl(graph, args, out, *, weight_storage=None): ...
+        def q4gsw_linear(graph, args, out): ...
     """
     def wrap(fn: Callable[..., None]) -> Callable[..., None]:
-        known = LAUNCHERS.get(op)
-        if known is not None and (known.add_node.__module__, known.add_node.__qualname__) != (
-                fn.__module__, fn.__qualname__):
-            raise ValueError(f"a launcher for {op} is already registered ({LAUNCHERS[op].add_node.__module__})")
-        LAUNCHERS[op] = Launcher(op=op, add_node=fn, output=output, constants=frozenset(constants), ports=ports)
+        where = registered_in or ports[0].file
+        found = LAUNCHERS.setdefault(op, [])
+        for known in found:
+            same = (known.add_node.__module__, known.add_node.__qualname__) == (fn.__module__, fn.__qualname__)
+            if known.registered_in == where and not same:
+                raise ValueError(f"a launcher for {op} from {where} is already registered ({known.add_node.__module__})")
+            if same:
+                return fn
+        found.append(Launcher(op=op, add_node=fn, output=output, constants=frozenset(constants), ports=ports,
+                              registered_in=where))
         return fn
     return wrap
 
 
-def launcher_for(op: str) -> Launcher:
-    """The launcher of ``op`` (import ``vkdiff.device.launchers``, which loads every launcher module).
+@functools.lru_cache(maxsize=256)
+def _file_text(path: Path) -> str | None:
+    return path.read_text(errors="replace") if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=256)
+def _file_sha(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _vulkan_root(tree: Path | None) -> Path | None:
+    """``backends/vulkan`` of an ExecuTorch source tree (or the folder itself)."""
+    if tree is None:
+        return None
+    return tree / "backends" / "vulkan" if (tree / "backends" / "vulkan").is_dir() else tree
+
+
+def registers(tree: Path | None, file: str, op: str) -> bool:
+    """Whether ``file`` of the tree registers ``op`` with ``VK_REGISTER_OP``."""
+    root = _vulkan_root(tree)
+    text = _file_text(root / file) if root is not None else None
+    return text is not None and re.search(r"VK_REGISTER_OP\(\s*" + re.escape(op) + r"\s*,", text) is not None
+
+
+def launcher_for(op: str, tree: Path | None = None) -> Launcher:
+    """The launcher of ``op`` for the tree's implementation (import ``vkdiff.device.launchers`` first).
+
+    Without a tree (or when no launcher's file registers the op there) the first
+    registered is taken.
 
     Raises:
         NoLauncherError: none is registered (names the registered ops).
     """
     if op not in LAUNCHERS:
         raise NoLauncherError(f"no launcher for {op} (launchers exist for {', '.join(sorted(LAUNCHERS)) or 'none'})")
-    return LAUNCHERS[op]
+    for launcher in LAUNCHERS[op]:
+        if tree is not None and registers(tree, launcher.registered_in, op):
+            return launcher
+    return LAUNCHERS[op][0]
+
+
+def stale_ports(launcher: Launcher, tree: Path | None) -> list[str]:
+    """Ported files whose source in ``tree`` differs from the source the port was written against."""
+    root = _vulkan_root(tree)
+    if root is None:
+        return []
+    stale = []
+    for port in launcher.ports:
+        sha = _file_sha(root / port.file)
+        if sha is not None and sha != port.sha256:
+            stale.append(port.file.rsplit("/", 1)[-1])
+    return stale
 
 
 def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage, dtype: Any = None,
@@ -102,12 +168,13 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         storage (str): storage of the inputs and the output (``buffer``, ``texture3d``).
         dtype: the output's dtype where the arguments do not decide it (an embedding's table
             may be float16 while the graph computes in float32); None lets the op decide.
-        **options: launcher options (e.g. ``weight_storage``) passed to its op function.
+        **options: launcher options (e.g. ``weight_storage``) passed to its op function; ``impl`` (a C++
+            file name such as ``QuantizedLinear.cpp``) picks that implementation instead of the tree's.
 
     Returns:
         Launch: the output and the dispatches that produced it.
     """
-    launcher = launcher_for(op)
+    launcher = _pick(op, ctx.builder.et_src, options.pop("impl", None))
     graph = ComputeGraph(ctx)
     values: dict[str, Tensor | TensorRef | Any] = {}
     for name, value in args.items():
@@ -116,8 +183,19 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         elif name in launcher.constants:
             values[name] = TensorRef(id=name, data=value)
         else:
-            values[name] = graph.add_input(value, storage, label=name)
+            values[name] = graph_input(graph, value, storage, "width", label=name)
     shape, out_dtype = launcher.output(args, dtype)
-    out = graph.add_output(shape, out_dtype, storage)
+    out = graph.add_tensor(shape, np.dtype(out_dtype).name, storage, "width", label="output")
     launcher.add_node(graph, values, out, **options)
     return graph.launch(out)
+
+
+def _pick(op: str, tree: Path | None, impl: str | None) -> Launcher:
+    """The tree's launcher, or the one ported from file ``impl`` (``QuantizedLinear.cpp``) when a case asks."""
+    if impl is None:
+        return launcher_for(op, tree)
+    launcher_for(op)
+    for launcher in LAUNCHERS[op]:
+        if launcher.registered_in.rsplit("/", 1)[-1] == impl:
+            return launcher
+    raise NoLauncherError(f"no launcher for {op} ported from {impl}")

@@ -1,0 +1,74 @@
+"""Launcher for ``torchao.choose_qparams_affine`` (per-row) through ``choose_qparams_per_row_*``.
+
+Ported from ``runtime/graph/ops/impl/ChooseQParams.cpp`` (``choose_qparams_affine_impl`` →
+``add_choose_qparams_per_row_node``): only the per-row case is supported
+(``can_use_choose_qparams_per_row``: a vectorizable contiguous 2-D input whose block
+size is ``[1, ..., K]``); variant ``choose_qparams_per_row_<input storage>_<dtype>_{zpint8|zpinherit}``
+by the zero-point tensor's dtype; global ``(1, div_up(H, 4), 1)``, local ``(64, 1, 1)``; push
+constants ``quant_min, quant_max`` (int32; the C++ tests ``quant_min`` for None in both
+places); UBO: input sizes. Outputs: scales and zero points ``[..., H]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from vkdiff.device.graph import ComputeGraph
+from vkdiff.device.graph.staging import SUFFIX
+from vkdiff.device.launchers.common import div_up, val_at
+from vkdiff.device.launchers.registry import Port, register_op
+from vkdiff.device.resources import Tensor
+
+OP = "torchao.choose_qparams_affine.default"
+
+PORTS = (Port(file="runtime/graph/ops/impl/ChooseQParams.cpp",
+              functions=("choose_qparams_affine_impl", "add_choose_qparams_per_row_node",
+                         "can_use_choose_qparams_per_row", "pick_choose_qparams_per_row_shader",
+                         "pick_choose_qparams_per_row_global_wg_size", "resize_choose_qparams_per_row"),
+              sha256="da7da832d0d062c81d432035b63badd45e502d27686ceb019ff84a3fe2fd80ef",
+              tree="executorch main cff6f4dd32"),)
+
+
+def zp_dtype_mode(dtype: str) -> str:
+    """``add_zp_dtype_mode_suffix``: int8 zero points, or zero points in the float dtype (``zpinherit``)."""
+    if dtype == "int8":
+        return "zpint8"
+    if dtype in ("float16", "float32"):
+        return "zpinherit"
+    raise ValueError(f"Unsupported per-token zero-point dtype for dq8ca: {dtype}")
+
+
+def resize_choose_qparams_per_row(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
+    x = np.asarray(args["input"])
+    return (*x.shape[:-1],), x.dtype
+
+
+class UnsupportedInputError(ValueError):
+    """``VK_THROW("Unsupported input case for choose_qparams_affine")``."""
+
+
+def can_use_per_row(x: Tensor, block_size) -> bool:
+    """``can_use_choose_qparams_per_row``."""
+    spec = x.spec
+    contiguous_2d = len(spec.sizes) >= 2 and spec.info.packed_dim == 0 and (
+        spec.storage != "buffer" or val_at(-1, spec.sizes) % 4 == 0)
+    return bool(contiguous_2d and int(block_size[-1]) == val_at(-1, spec.sizes)
+                and all(int(b) == 1 for b in block_size[:-1]))
+
+
+@register_op(OP, output=resize_choose_qparams_per_row, constants=(), ports=PORTS)
+def choose_qparams_affine_impl(graph: ComputeGraph, args: Mapping[str, Any], out: tuple[Tensor, Tensor]) -> None:
+    """``choose_qparams_affine_impl`` → ``add_choose_qparams_per_row_node``."""
+    x = args["input"]
+    scales, zps = out
+    if not can_use_per_row(x, args["block_size"]):
+        raise UnsupportedInputError(f"Unsupported input case for choose_qparams_affine (input {x.spec.sizes}, "
+                                    f"block_size {list(args['block_size'])})")
+    qmin = -128 if args.get("quant_min") is None else int(args["quant_min"])
+    qmax = 127 if args.get("quant_min") is None else int(args["quant_max"])
+    name = f"choose_qparams_per_row_{x.spec.storage}_{SUFFIX[x.spec.dtype]}_{zp_dtype_mode(zps.spec.dtype)}"
+    height = val_at(-2, x.spec.sizes)
+    graph.dispatch(name, global_wg=(1, div_up(height, 4), 1), local_wg=(64, 1, 1),
+                   resources=[scales, zps, x, graph.sizes_ubo(x)], immediates=np.array([qmin, qmax], np.int32).tobytes())
