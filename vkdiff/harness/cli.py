@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
     run.add_argument("--list", action="store_true", help="List the selected case ids and exit")
     run.add_argument("--suite", choices=("all", "kernels", "models"), default="all",
-                     help="Kernel cases on devices, model cases (lowering and fusion checks on the host), or both")
+                     help="Kernel cases on devices, model cases (host checks, and Vulkan delegates run node by node on "
+                          "devices), or both")
     run.add_argument("-r", "--report", metavar="DIR", default=None,
                      help="Also write per-device and cross-device HTML reports to DIR")
     cache = sub.add_parser("cache", help="Check or clear vkdiff's cache ($VKDIFF_CACHE_DIR)")
@@ -183,7 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     repairs_before = len(REPAIRS)
     tree, devices = _resolve_inputs(args, console)
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
-                    repairs_from=repairs_before)
+                    repairs_from=repairs_before, route=args.route)
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:

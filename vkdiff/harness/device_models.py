@@ -93,3 +93,103 @@ def compare_nodes(delegate, run, global_env: dict[int, np.ndarray] | None) -> li
 def first_diverging(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first node whose outputs leave tolerance on its own inputs."""
     return next((r for r in records if Status[r["status"]].is_failure()), None)
+
+
+_EAGER_CACHE: dict[str, tuple[np.ndarray, tuple]] = {}
+
+
+def eager_output(case: ModelCase) -> tuple[np.ndarray, tuple]:
+    """The quantized eager model's output and the inputs (memoised per process: several devices share them)."""
+    if case.id not in _EAGER_CACHE:
+        import torch
+
+        from vkdiff.harness.models import eager
+
+        model, inputs, _ = eager(case)
+        with torch.no_grad():
+            out = model(*inputs)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        _EAGER_CACHE.clear()
+        _EAGER_CACHE[case.id] = (first.detach().float().numpy().astype(np.float64), inputs)
+    return _EAGER_CACHE[case.id]
+
+
+def _base(case: ModelCase, ctx, route, repro: str) -> dict[str, Any]:
+    return dict(case=case.id, op=case.name, device=ctx.info.slug, variant=case.variant, rule="device",
+                knobs={**case.knobs, "route": route.name}, versions=versions(), seed=case.seed(), repro=repro,
+                device_info=ctx.info_dict)
+
+
+def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=None, repro: str = "",
+                    tamper=None) -> Result:
+    """One model case's delegate on one device under a routing profile: one ``device`` result (never raises)."""
+    from vkdiff.device.routing import route_for
+
+    start = time.perf_counter()
+    route = route_for(route_name, ctx.info)
+    base = _base(case, ctx, route, repro)
+    try:
+        status, fields = _check(case, ctx, route, tree, tamper)
+    except Exception as exc:  # a harness bug must not abort the run
+        from vkdiff.harness.kernels import status_of_exception
+
+        status, reason = status_of_exception(exc)
+        where = getattr(exc, "node_index", None)
+        node = {} if where is None else {"index": where, "op": exc.node_op, "shader": getattr(exc, "shader", "")}
+        prefix = f"node {where} ({exc.node_op}): " if where is not None else ""
+        fields = dict(reason=clip(prefix + reason), node=node, shader=node.get("shader", ""))
+    fields.setdefault("metrics", {})["route"] = route.to_dict()
+    return Result(status=status.name, seconds=round(time.perf_counter() - start, 3), **base, **fields)
+
+
+def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str, Any]]:
+    from vkdiff.device.graph.delegate import missing_launchers, run_delegate
+    from vkdiff.harness import interpret
+    from vkdiff.harness.edge import LowerError, quiet_libraries
+    from vkdiff.harness.lower import lower
+    from vkdiff.harness.models import model_tolerance
+
+    try:
+        with quiet_libraries():
+            lowered = lower(case)
+    except LowerError as exc:
+        return Status.NOT_RUN, dict(reason=clip(f"lowering failed (see the cpu results): {exc}"))
+    if len(lowered.delegates) != 1 or lowered.partitions != 1:
+        return Status.NOT_RUN, dict(reason=f"needs exactly one Vulkan delegate (got {len(lowered.delegates)}, "
+                                           f"partitions {lowered.partitions})")
+    delegate = lowered.delegates[0]
+    missing = missing_launchers(delegate) or interpret.missing_references(delegate)
+    if missing:
+        return Status.NOT_RUN, dict(reason=f"no launcher or reference for {', '.join(missing)}")
+    expected, inputs = eager_output(case)
+    xs = [np.asarray(x) for x in inputs]
+    run = run_delegate(ctx, delegate, xs, route=route, tree=tree, tamper=tamper)
+    global_env = interpret.trace(delegate, xs)
+    records = compare_nodes(delegate, run, global_env)
+    out = np.asarray(run.outputs[0], np.float64).reshape(expected.shape)
+    reference = np.asarray(global_env[delegate.output_ids[0]], np.float64).reshape(expected.shape)
+    tolerance = model_tolerance(lowered)
+    vs_eager = ErrorStatistics.from_arrays(out, expected, tolerance)
+    vs_reference = ErrorStatistics.from_arrays(out, reference, tolerance)
+    metrics = {"vs_eager": vs_eager.to_dict(), "vs_reference": vs_reference.to_dict(), "nodes": records,
+               "seconds_device_run": round(run.seconds, 4),
+               "host_ms_per_node": round(1e3 * sum(n.host_seconds for n in run.nodes) / max(len(run.nodes), 1), 3)}
+    flags = (["polyfilled"] if run.polyfilled else []) + ([PORT_STALE_FLAG] if run.stale else [])
+    if run.stale:
+        metrics["port_stale"] = run.stale
+    shaders = sorted({d["shader"] for r in records for d in r["dispatches"] if not d["skipped"]})
+    bad = first_diverging(records)
+    common = dict(metrics=metrics, flags=flags, shaders=shaders, tolerance=tolerance.to_dict())
+    if bad is not None:
+        worst = next(o for o in bad["outputs"] if Status[o["status"]].is_failure())
+        reason = (f"first diverging node {bad['index']} ({bad['op']}, {bad['shader']}): value %{worst['value']} "
+                  f"max abs {worst['max_abs']:.3g}, {worst['mismatches']} elements over tolerance on its own "
+                  f"inputs; model output vs eager max abs {vs_eager.max_abs:.3g}")
+        return Status[worst["status"]], dict(reason=clip(reason), node={"index": bad["index"], "op": bad["op"]},
+                                             shader=bad["shader"], **common)
+    status = vs_eager.status()
+    summary = (f"{len(records)} nodes within tolerance; output vs eager max abs {vs_eager.max_abs:.3g} "
+               f"(SQNR {vs_eager.sqnr_db:.1f} dB), vs reference max abs {vs_reference.max_abs:.3g}")
+    if status is not Status.PASS:
+        summary += f"; {vs_eager.message().splitlines()[0]}"
+    return status, dict(reason=clip(summary), **common)

@@ -29,6 +29,17 @@ def parse_repeat(text: str) -> int:
     return value
 
 
+def parse_route(text: str) -> str:
+    """``--route``: a profile of ``routes.toml`` (one line naming the known ones otherwise)."""
+
+    from vkdiff.device.routing import UnknownRouteError, check_route
+
+    try:
+        return check_route(text)
+    except UnknownRouteError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     """Add the options that select cases, devices and the ExecuTorch tree."""
     addoption(f"--{prefix}cases", metavar="PATTERN", type=parse_regex, default=None,
@@ -42,6 +53,9 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
               help="Run each case N times and flag bitwise differences as NONDETERMINISTIC")
     addoption(f"--{prefix}seed", metavar="INT", type=int, default=0,
               help="Session seed mixed into every case's input seed (printed at start)")
+    addoption(f"--{prefix}route", metavar="PROFILE", type=parse_route, default="native",
+              help="Routing profile for model cases on devices: device properties ET-VK routes on (native, mali, "
+                   "adreno, amd-coopmat, no-dot-product; see vkdiff/device/routes.toml)")
     addoption(f"--{prefix}allow-empty", action="store_true", default=False,
               help="Succeed even when, with an adapter and a tree, no kernel case ran (all NOT_RUN/NOT_SUPPORTED)")
 

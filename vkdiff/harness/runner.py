@@ -1,7 +1,9 @@
 """One runner for ``vkdiff run``, the pytest plugin and bisect: ``Runner.run(case, device) -> results``.
 
 A kernel case runs on a Vulkan adapter (by slug) with the ET-VK shaders of the run's
-ExecuTorch tree; a model case is lowered and checked on the host (``cpu``). Every
+ExecuTorch tree; a model case is lowered and checked on the host (``cpu``) and, when
+its partitioner is Vulkan, its delegate runs node by node on every adapter under the
+run's routing profile (``--route``). Every
 result carries the command that reruns just that case, and known upstream bugs are
 attached (``expectations``) before anyone sees it. Devices, shader builds and pipelines
 are opened once per runner; references are prepared once per data id, ahead of the
@@ -33,13 +35,15 @@ REGEX_SPECIAL = re.compile(r"[][(){}.*+?^$|\\]")
 """Characters of a case id that ``--cases`` (a regex) must see escaped."""
 
 
-def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None) -> str:
+def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None, route: str = "native") -> str:
     """The command that reruns exactly this case on this device (``--et-src`` as the user gave it)."""
     kernel = isinstance(case, KernelCase)
     pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
     parts = ["vkdiff", "run", "--suite", "kernels" if kernel else "models", "--cases", pattern]
-    if kernel and device != NO_DEVICE:
+    if device not in (NO_DEVICE, HOST):
         parts += ["--device", device]
+    if route != "native":
+        parts += ["--route", route]
     if et_src is not None:
         parts += ["--et-src", et_src]
     return shlex.join(parts)
@@ -68,11 +72,14 @@ class Runner:
         et_src (str | None): ``--et-src`` as given, for repro commands.
         repairs_from (int | None): index in the process's repair log from which ``new_repairs`` reports
             (the log's length before the tree was chosen); None: from now on.
+        route (str): routing profile of device runs (``vkdiff.device.routing``).
     """
 
     def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]], seed: int = 0,
-                 repeat: int = 1, et_src: str | None = None, repairs_from: int | None = None):
+                 repeat: int = 1, et_src: str | None = None, repairs_from: int | None = None,
+                 route: str = "native"):
         self.tree = tree
+        self.route = route
         self.adapters = {info.slug: (info, adapter) for info, adapter in adapters}
         self.seed = seed
         self.repeat = repeat
@@ -89,10 +96,11 @@ class Runner:
         return list(self.adapters)
 
     def devices_for(self, case: KernelCase | ModelCase) -> list[str]:
-        """Where a case runs: every adapter (or ``none``) for kernel cases, the host for model cases."""
+        """Where a case runs: every adapter (or ``none``) for kernel cases; the host, plus every adapter for
+        Vulkan-partitioned model cases."""
         if isinstance(case, KernelCase):
             return self.slugs or [NO_DEVICE]
-        return [HOST]
+        return [HOST, *(self.slugs if case.partitioner.startswith("vulkan") else [])]
 
     def schedule(self, cases: Sequence[KernelCase]) -> None:
         """Prepare these kernel cases' references on a thread, in this order, ahead of ``run``."""
@@ -109,16 +117,18 @@ class Runner:
         Results produced while a corrupt cache entry was repaired (or with a repaired tree) carry
         the flag ``cache-repaired``.
         """
-        repro = repro_command(case, device, self.et_src)
+        repro = repro_command(case, device, self.et_src, self.route)
         repairs = len(REPAIRS)
         kernel = isinstance(case, KernelCase)
         if kernel:
             results = [self._run_kernel(case, device, repro)]
+        elif device != HOST:
+            results = [self._run_model_on_device(case, device, repro)]
         else:
             from vkdiff.harness.models import check_case
 
             results = check_case(case, self.shader_variants(), repro=repro)
-        repaired = len(REPAIRS) > repairs or (kernel and self.tree.repaired and self.tree.path is not None)
+        repaired = len(REPAIRS) > repairs or (device != HOST and self.tree.repaired and self.tree.path is not None)
         for result in results:
             if repaired:
                 result.flags = [*result.flags, REPAIRED_FLAG]
@@ -158,6 +168,15 @@ class Runner:
             return base_result(case, device, Status.NOT_RUN, reason=self.tree.note, repro=repro)
         return run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
                         prepared=self._prepared(case), repro=repro)
+
+    def _run_model_on_device(self, case: ModelCase, device: str, repro: str) -> Result:
+        from vkdiff.harness.device_models import check_on_device
+
+        reason = NO_ADAPTER if device not in self.adapters else self.tree.note if self.tree.path is None else ""
+        if reason:
+            return Result(case=case.id, op=case.name, device=device, status=Status.NOT_RUN.name, variant=case.variant,
+                          rule="device", knobs={**case.knobs, "route": self.route}, reason=reason, repro=repro)
+        return check_on_device(case, self._context(device), route_name=self.route, tree=self.tree.path, repro=repro)
 
     def _context(self, slug: str) -> DeviceContext:
         if slug not in self._contexts:

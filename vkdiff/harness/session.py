@@ -121,6 +121,7 @@ class VkdiffSession:
         self.selectors: list[str] = list(opt.vkdiff_device)
         self.repeat: int = opt.vkdiff_repeat
         self.seed: int = opt.vkdiff_seed
+        self.route: str = opt.vkdiff_route
         self.suite: str = opt.vkdiff_suite
         self.et_src: str | None = opt.et_src
         self.allow_empty: bool = opt.vkdiff_allow_empty
@@ -189,7 +190,8 @@ class VkdiffSession:
     @functools.cached_property
     def runner(self) -> Runner:
         tree = self.tree or TreeChoice(path=None, note="no ExecuTorch tree was chosen for this session")
-        return Runner(tree=tree, adapters=self.adapters, seed=self.seed, repeat=self.repeat, et_src=self.et_src)
+        return Runner(tree=tree, adapters=self.adapters, seed=self.seed, repeat=self.repeat, et_src=self.et_src,
+                      route=self.route)
 
     def device_slugs(self) -> list[str]:
         return [info.slug for info, _ in self.adapters]
