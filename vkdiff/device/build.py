@@ -223,6 +223,15 @@ class ShaderBuilder:
         text = Path(template).read_text(encoding="utf-8")
         return gen.preprocess(generator.maybe_replace_u16vecn(text), copy.deepcopy(params), name)
 
+    def binding_names(self, name: str) -> dict[int, str]:
+        """Binding number → variable name as the variant's generated GLSL declares it (glslc -O drops names)."""
+        source = self._generate(name)
+        found = re.finditer(r"layout\([^)]*\bbinding\s*=\s*(\d+)[^)]*\)[^;{]*?(\w+)\s*(?:;|\{)", source)
+        names = {int(m.group(1)): m.group(2) for m in found}
+        for block in re.finditer(r"layout\([^)]*\bbinding\s*=\s*(\d+)[^)]*\)[^;{]*\{[^}]*\}\s*(\w+)\s*;", source):
+            names[int(block.group(1))] = block.group(2)
+        return names
+
     @functools.cached_property
     def include_dir(self) -> Path:
         """Generated headers (``.glslh``/``.h``) of this tree, written once per tree, verified when first used."""

@@ -138,12 +138,15 @@ def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=No
         node = {} if where is None else {"index": where, "op": exc.node_op, "shader": getattr(exc, "shader", "")}
         prefix = f"node {where} ({exc.node_op}): " if where is not None else ""
         fields = dict(reason=clip(prefix + reason), node=node, shader=node.get("shader", ""))
+        stale = getattr(exc, "stale", None)
+        if stale:
+            fields.update(flags=[PORT_STALE_FLAG], metrics={"port_stale": stale})
     fields.setdefault("metrics", {})["route"] = route.to_dict()
     return Result(status=status.name, seconds=round(time.perf_counter() - start, 3), **base, **fields)
 
 
 def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str, Any]]:
-    from vkdiff.device.graph.delegate import missing_launchers, run_delegate
+    from vkdiff.device.graph.delegate import missing_launchers, run_delegate, stale_for
     from vkdiff.harness import interpret
     from vkdiff.harness.edge import LowerError, quiet_libraries
     from vkdiff.harness.lower import lower
@@ -163,7 +166,11 @@ def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str,
         return Status.NOT_RUN, dict(reason=f"no launcher or reference for {', '.join(missing)}")
     expected, inputs = eager_output(case)
     xs = [np.asarray(x) for x in inputs]
-    run = run_delegate(ctx, delegate, xs, route=route, tree=tree, tamper=tamper)
+    try:
+        run = run_delegate(ctx, delegate, xs, route=route, tree=tree, tamper=tamper)
+    except Exception as exc:
+        exc.stale = stale_for(delegate, tree)
+        raise
     global_env = interpret.trace(delegate, xs)
     records = compare_nodes(delegate, run, global_env)
     out = np.asarray(run.outputs[0], np.float64).reshape(expected.shape)

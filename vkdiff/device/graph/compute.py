@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vkdiff.device import layouts, resources
+from vkdiff.device.boundary import DtypeMismatchError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
 from vkdiff.device.graph.vtensor import Layout, TensorSpec
@@ -141,6 +142,8 @@ class ComputeGraph:
             pipeline, built = self.ctx.kernel(shader, spec, local_wg)
             self.polyfilled |= built.polyfilled
             dispatch_pipeline(self.device, pipeline, resources, global_wg, immediates, label=shader)
+        except DtypeMismatchError as exc:
+            raise _named_binding(exc, self.ctx, shader) from None
         except Exception as exc:
             exc.shader = shader
             raise
@@ -196,3 +199,19 @@ def _spec_of(tensor: Tensor) -> TensorSpec:
     if tensor.spec is not None:
         return tensor.spec
     return TensorSpec(tuple(tensor.shape), tensor.dtype.name, tensor.storage, "width")
+
+
+def _named_binding(exc: DtypeMismatchError, ctx: DeviceContext, shader: str) -> DtypeMismatchError:
+    """The mismatch with the binding's GLSL name (reflection of optimized SPIR-V has none)."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"binding (\d+) ", text)
+    try:
+        name = ctx.builder.binding_names(shader).get(int(found.group(1))) if found else None
+    except Exception:  # the name is a courtesy; the mismatch stands without it
+        name = None
+    renamed = DtypeMismatchError(text.replace(found.group(0), f"binding {found.group(1)} ({name}) ", 1)
+                                 if name and found else text)
+    renamed.shader = shader
+    return renamed

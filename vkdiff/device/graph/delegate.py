@@ -23,9 +23,10 @@ import numpy as np
 
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph.compute import ComputeGraph, DispatchRecord, TensorRef
-from vkdiff.device.graph.staging import Readback, read_nchw, write_nchw
+from vkdiff.device.graph.staging import RUNTIME_PORTS, Readback, read_nchw, write_nchw
 from vkdiff.device.graph.vtensor import LAYOUT_NAMES, STORAGE_NAMES, suggested_layout
 from vkdiff.device.launchers.registry import LAUNCHERS, Launcher, launcher_for, stale_ports
+from vkdiff.device.ports import stale_files
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import Route
 from vkdiff.harness.datamodel import DTYPE_FROM_OUTPUT, Call, Delegate
@@ -87,6 +88,14 @@ def missing_launchers(delegate: Delegate) -> list[str]:
     return sorted({op.name for op in delegate.ops if op.name not in LAUNCHERS})
 
 
+def stale_for(delegate: Delegate, tree: Path | None) -> dict[str, list[str]]:
+    """Per op of the delegate (and ``runtime`` for staging and tensor metadata): ported files that differ in ``tree``."""
+    stale = {"runtime": stale_files(RUNTIME_PORTS, tree)}
+    for name in sorted({op.name for op in delegate.ops}):
+        stale[name] = stale_ports(launcher_for(name, tree), tree)
+    return {name: files for name, files in stale.items() if files}
+
+
 def _tensor_placement(info) -> tuple[str, str]:
     storage = STORAGE_NAMES.get(info.storage, "texture3d")
     layout = LAYOUT_NAMES.get(info.layout) or suggested_layout(info.dims)
@@ -135,6 +144,7 @@ def run_delegate(ctx: DeviceContext, delegate: Delegate, inputs: Sequence[np.nda
     missing = missing_launchers(delegate)
     if missing:
         raise MissingLaunchersError(f"no launcher for {', '.join(missing)}")
+    stale = stale_for(delegate, tree)
     start = time.perf_counter()
     graph = ComputeGraph(ctx, route)
     values = build_values(graph, delegate)
@@ -144,14 +154,10 @@ def run_delegate(ctx: DeviceContext, delegate: Delegate, inputs: Sequence[np.nda
         write_nchw(graph, values[vid], np.asarray(array).astype(info.dtype))
         if probe:
             readbacks[vid] = read_nchw(graph, values[vid])
-    nodes, stale = [], {}
+    nodes = []
     for operation in delegate.ops:
         call = delegate.bind(operation)
-        launcher = launcher_for(operation.name, tree)
-        stale_files = stale_ports(launcher, tree)
-        if stale_files:
-            stale[operation.name] = stale_files
-        node = _run_node(graph, delegate, call, launcher, values)
+        node = _run_node(graph, delegate, call, launcher_for(operation.name, tree), values)
         nodes.append(node)
         if tamper is not None:
             tamper(operation.index, graph, {vid: values[vid] for vid in call.outputs if isinstance(values[vid], Tensor)})

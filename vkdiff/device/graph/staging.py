@@ -22,7 +22,24 @@ import numpy as np
 from vkdiff.device import resources
 from vkdiff.device.graph.compute import ComputeGraph, TensorRef, create_local_wg_size
 from vkdiff.device.graph.vtensor import TensorSpec
+from vkdiff.device.ports import Port
 from vkdiff.device.resources import Tensor
+
+RUNTIME_PORTS = (
+    Port(file="runtime/graph/ops/impl/Staging.cpp",
+         functions=("add_staging_to_tensor_node", "add_tensor_to_staging_node", "add_prepack_standard_node",
+                    "prepack_standard"),
+         sha256="8e1ae8d3ebff29ea7805c6d8417ead0c94fdb0dd8d7f7efa98256fd86fbf365f", tree="executorch main cff6f4dd32"),
+    Port(file="runtime/graph/ops/utils/StagingUtils.cpp",
+         functions=("get_nchw_to_tensor_shader", "get_tensor_to_nchw_shader"),
+         sha256="350eae9444d02e7bcee1c03b9c7f41ad42806f4ea45206bb5abb1963a242f6b0", tree="executorch main cff6f4dd32"),
+    Port(file="runtime/api/containers/Tensor.cpp",
+         functions=("calculate_packed_dim_info", "calculate_padded_sizes", "calculate_dim_order", "calculate_strides",
+                    "calculate_image_extents", "create_hashed_layout", "BufferMetadata::update",
+                    "TextureMetadata::update"),
+         sha256="7de18dd3f7c7332575bf76f2f1a7d62fbfcdd47fc54b23589b88c406910bff31", tree="executorch main cff6f4dd32"),
+)
+"""The runtime C++ the graph package re-hosts (staging and ``vTensor`` metadata)."""
 
 SUFFIX = {"float32": "float", "float16": "half", "int32": "int32", "int8": "int8", "uint8": "uint8",
           "bool": "uint8", "float64": "double", "int8x4": "int32", "int64": "int64"}
@@ -48,13 +65,17 @@ def nchw_to_tensor_shader(graph: ComputeGraph, spec: TensorSpec, staging: str) -
 
 
 def tensor_to_nchw_shader(graph: ComputeGraph, spec: TensorSpec, staging: str) -> str:
-    """``get_tensor_to_nchw_shader``: ``_coalesced`` writes unless the device is integrated."""
+    """``get_tensor_to_nchw_shader``: ``_coalesced`` writes unless the device is integrated.
+
+    Trees before the coalesced variants existed always used ``image_to_nchw``.
+    """
     if _is_bitw8(spec.dtype) and spec.storage != "buffer" and not graph.route.int8_buffers:
         return f"bitw8_image_to_nchw_nobitw8buffer_{spec.storage}_{SUFFIX[spec.dtype]}"
     if spec.storage == "buffer":
         return f"buffer_to_nchw_{SUFFIX[spec.dtype]}_{SUFFIX[staging]}"
-    prefix = "image_to_nchw" if graph.route.integrated else "image_to_nchw_coalesced"
-    return f"{prefix}_{spec.storage}_{SUFFIX[spec.dtype]}_{SUFFIX[staging]}"
+    plain = f"image_to_nchw_{spec.storage}_{SUFFIX[spec.dtype]}_{SUFFIX[staging]}"
+    coalesced = f"image_to_nchw_coalesced_{spec.storage}_{SUFFIX[spec.dtype]}_{SUFFIX[staging]}"
+    return plain if graph.route.integrated or not graph.ctx.has(coalesced) else coalesced
 
 
 def global_wg(spec: TensorSpec) -> tuple[int, int, int]:

@@ -40,6 +40,16 @@ def zp_dtype_mode(dtype: str) -> str:
     raise ValueError(f"Unsupported per-token zero-point dtype for dq8ca: {dtype}")
 
 
+def with_zp_suffix(graph: ComputeGraph, name: str, zp_dtype: str) -> str:
+    """``name`` plus the zero-point mode where the tree has zero-point modes (since d78d5e49dd).
+
+    Older trees name one variant per (storage, dtype), whose zero-point binding is int8
+    whatever the graph allocated; the binding check then reports the mismatch.
+    """
+    suffixed = f"{name}_{zp_dtype_mode(zp_dtype)}"
+    return suffixed if graph.ctx.has(suffixed) or not graph.ctx.has(name) else name
+
+
 def resize_choose_qparams_per_row(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
     x = np.asarray(args["input"])
     return (*x.shape[:-1],), x.dtype
@@ -68,7 +78,7 @@ def choose_qparams_affine_impl(graph: ComputeGraph, args: Mapping[str, Any], out
                                     f"block_size {list(args['block_size'])})")
     qmin = -128 if args.get("quant_min") is None else int(args["quant_min"])
     qmax = 127 if args.get("quant_min") is None else int(args["quant_max"])
-    name = f"choose_qparams_per_row_{x.spec.storage}_{SUFFIX[x.spec.dtype]}_{zp_dtype_mode(zps.spec.dtype)}"
+    name = with_zp_suffix(graph, f"choose_qparams_per_row_{x.spec.storage}_{SUFFIX[x.spec.dtype]}", zps.spec.dtype)
     height = val_at(-2, x.spec.sizes)
     graph.dispatch(name, global_wg=(1, div_up(height, 4), 1), local_wg=(64, 1, 1),
                    resources=[scales, zps, x, graph.sizes_ubo(x)], immediates=np.array([qmin, qmax], np.int32).tobytes())

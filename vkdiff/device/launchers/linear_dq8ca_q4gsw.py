@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.launchers.choose_qparams import zp_dtype_mode
+from vkdiff.device.launchers.choose_qparams import with_zp_suffix
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear_q4gsw import add_linear_qw_node, prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
@@ -78,8 +78,8 @@ def can_use_coopmat(graph: ComputeGraph, out: Tensor, x: Tensor, group_size: int
 def add_quantize_and_pack_4h4w_with_group_sums_node(graph: ComputeGraph, x: Tensor, sums: Tensor, scales: Tensor,
                                                     zps: Tensor, packed: Tensor, group_size: int) -> None:
     """``add_quantize_and_pack_4h4w_with_group_sums_node`` (gated off when M == 1)."""
-    shader = (f"quantize_and_pack_4h4w_with_group_sums_{'o2w32' if group_size >= 128 else 'o4w16'}_"
-              f"{packed.spec.storage}_{x.spec.storage}_{SUFFIX[x.spec.dtype]}_{zp_dtype_mode(zps.spec.dtype)}")
+    shader = with_zp_suffix(graph, f"quantize_and_pack_4h4w_with_group_sums_{'o2w32' if group_size >= 128 else 'o4w16'}_"
+                                   f"{packed.spec.storage}_{x.spec.storage}_{SUFFIX[x.spec.dtype]}", zps.spec.dtype)
     m, k = val_at(-2, x.spec.sizes), val_at(-1, x.spec.sizes)
     gemv = m == 1
     num_groups = div_up(k, 4) // (group_size // 4)
@@ -100,8 +100,8 @@ def add_linear_dqa_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_i
         tm, tn, _ = COOPMAT_TILE
         wg, local = (div_up(n, tn) * 256, div_up(m, tm), 1), (256, 1, 1)
     else:
-        name = (f"linear_dq8ca_q4gsw_{'coop' if gemv else 'tiled'}_{out.spec.storage}_{weight.storage}_"
-                f"{SUFFIX[out.spec.dtype]}_{zp_dtype_mode(zps.spec.dtype)}")
+        name = with_zp_suffix(graph, f"linear_dq8ca_q4gsw_{'coop' if gemv else 'tiled'}_{out.spec.storage}_"
+                                     f"{weight.storage}_{SUFFIX[out.spec.dtype]}", zps.spec.dtype)
         wg = (div_up(n, 8), div_up(m, 1 if gemv else 4), 1)
         local = (1, 1, 64) if gemv else pick_hw_square_wg_size(wg)
     spec = {3: int(apply_bias), 4: div_up(group_size, 4), 5: k // group_size, 6: n}

@@ -16,9 +16,6 @@ source in that tree differs from the one the port was written against (``port-st
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -27,21 +24,8 @@ import numpy as np
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.staging import graph_input
+from vkdiff.device.ports import Port, registers, stale_files
 from vkdiff.device.resources import Storage, Tensor
-
-
-@dataclasses.dataclass(kw_only=True, frozen=True)
-class Port:
-    """C++ of ET-VK that a launcher re-hosts, and the source it was written against."""
-
-    file: str
-    """Path under ``backends/vulkan/`` (``runtime/graph/ops/impl/QuantizedLinear.cpp``)."""
-    functions: tuple[str, ...]
-    """The functions ported."""
-    sha256: str
-    """sha256 of that file in the tree the port was written against."""
-    tree: str
-    """That tree (``executorch main cff6f4dd32``)."""
 
 
 OutputSpec = Callable[[Mapping[str, Any], Any], tuple[tuple[int, ...], Any]]
@@ -103,30 +87,6 @@ def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], port
     return wrap
 
 
-@functools.lru_cache(maxsize=256)
-def _file_text(path: Path) -> str | None:
-    return path.read_text(errors="replace") if path.is_file() else None
-
-
-@functools.lru_cache(maxsize=256)
-def _file_sha(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
-def _vulkan_root(tree: Path | None) -> Path | None:
-    """``backends/vulkan`` of an ExecuTorch source tree (or the folder itself)."""
-    if tree is None:
-        return None
-    return tree / "backends" / "vulkan" if (tree / "backends" / "vulkan").is_dir() else tree
-
-
-def registers(tree: Path | None, file: str, op: str) -> bool:
-    """Whether ``file`` of the tree registers ``op`` with ``VK_REGISTER_OP``."""
-    root = _vulkan_root(tree)
-    text = _file_text(root / file) if root is not None else None
-    return text is not None and re.search(r"VK_REGISTER_OP\(\s*" + re.escape(op) + r"\s*,", text) is not None
-
-
 def launcher_for(op: str, tree: Path | None = None) -> Launcher:
     """The launcher of ``op`` for the tree's implementation (import ``vkdiff.device.launchers`` first).
 
@@ -145,16 +105,8 @@ def launcher_for(op: str, tree: Path | None = None) -> Launcher:
 
 
 def stale_ports(launcher: Launcher, tree: Path | None) -> list[str]:
-    """Ported files whose source in ``tree`` differs from the source the port was written against."""
-    root = _vulkan_root(tree)
-    if root is None:
-        return []
-    stale = []
-    for port in launcher.ports:
-        sha = _file_sha(root / port.file)
-        if sha is not None and sha != port.sha256:
-            stale.append(port.file.rsplit("/", 1)[-1])
-    return stale
+    """Ported files of ``launcher`` whose source in ``tree`` differs from the one the port was written against."""
+    return stale_files(launcher.ports, tree)
 
 
 def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage, dtype: Any = None,
