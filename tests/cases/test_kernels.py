@@ -12,11 +12,20 @@ from vkdiff.harness.kernels import prepare_case
 SWEEP = all_cases(r"^linear_q4gsw\[")
 
 
-def test_sweep_covers_the_foundation_grid_with_unique_ids():
+def test_sweep_covers_the_foundation_grid_and_the_boundaries_with_unique_ids():
     ids = [c.id for c in SWEEP]
-    assert len(ids) == len(set(ids)) == 400
-    assert {c.size("M") for c in SWEEP} == {1, 4, 13, 64}
+    assert len(ids) == len(set(ids)) == 384 + 16 + 8
+    assert {c.size("M") for c in SWEEP} >= {1, 4, 13, 64}
     assert all(c.size("K") % c.size("g") == 0 for c in SWEEP)
+    boundary = {(c.size("M"), c.size("K"), c.size("N")) for c in SWEEP}
+    assert any(m > k for m, k, _ in boundary) and any(k / 2 < m <= k for m, k, _ in boundary)
+    assert {n % 8 for _, _, n in boundary} >= {0, 4} and any(k % 128 for _, k, _ in boundary)
+
+
+def test_tiled_cases_force_the_quantized_linear_implementation():
+    tiled = all_cases(r"^linear_q4gsw_tiled\[")
+    assert len(tiled) == 80 and all(dict(c.options)["impl"] == "QuantizedLinear.cpp" for c in tiled)
+    assert all("QuantizedLinear" not in c.id for c in tiled)
 
 
 def test_storage_variants_share_data_id_and_seed():

@@ -54,3 +54,24 @@ def test_a_run_of_nothing_but_not_supported_fails_unless_allowed(tmp_path, monke
     assert {r.status for r in load([results])} == {"NOT_SUPPORTED"}
     err = capsys.readouterr().err
     assert ("no kernel case ran" in err) is not allow
+
+
+def test_invalid_type_width_is_not_supported_only_when_the_module_declares_a_narrow_integer():
+    """naga's ``invalid type width`` names no capability; the module's own OpCapability Int16 does."""
+    from vkdiff.device.boundary import naga_missing_capability
+
+    assert naga_missing_capability("x | invalid type width %2", {"Shader", "Int16"}).startswith("Int16")
+    assert naga_missing_capability("x | invalid type width %2", {"Shader"}) is None
+    assert naga_missing_capability("x | Float literal is infinite", {"Int16"}) is None
+
+
+@requires_vulkan
+@requires_pinned_tree
+def test_fp16_gemm_of_the_live_linear_path_is_not_supported_naming_int16(et_ctx):
+    """Q4gswLinear.cpp's fp16 GEMM (``__tin__``) uses 16-bit integers, which naga's IR lacks."""
+    from vkdiff.cases.kernels import all_cases
+
+    (case,) = all_cases(r"^linear_q4gsw\[M13-K64-N40-g32-fp16-buffer\]$")
+    result = kernels.run_case(et_ctx, case)
+    assert result.status == "NOT_SUPPORTED"
+    assert "Int16" in result.reason and "q4gsw_linear_gemm__tin__w_4x8_nc_buffer_half" in result.reason

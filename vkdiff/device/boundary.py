@@ -35,16 +35,26 @@ UNSUPPORTED_PATTERNS = (
     re.compile(r"requires the `naga::valid::Capabilities::(\w+)` flag"),
     re.compile(r"Features? (.+?) (?:are|is) required but not enabled"),
     re.compile(r"Downlevel flags (.+?) are required but not supported"),
-    re.compile(r"(invalid type width) %?\d+"),
 )
-"""How naga and wgpu name a missing capability or feature: the only load failures that are ``NOT_SUPPORTED``.
-
-``invalid type width`` is naga's SPIR-V front end meeting a scalar width its IR lacks
-(16-bit and 8-bit integers): a limit of naga on every device, not a broken module."""
+"""How naga and wgpu name a missing capability or feature: the only load failures that are ``NOT_SUPPORTED``."""
 
 
-NAGA_LIMITS = {"invalid type width": "integer scalars narrower than 32 bits (naga: invalid type width)"}
-"""Readable names for naga messages that name a limit of its IR rather than a capability."""
+NAGA_MISSING_CAPABILITIES = {"Int16": "16-bit integers", "Int8": "8-bit integers"}
+"""SPIR-V capabilities naga's IR cannot represent: a module declaring one fails with ``invalid type width``."""
+
+
+def naga_missing_capability(message: str, capabilities: set[str]) -> str | None:
+    """The capability a module declares that naga lacks, when naga's failure is about it, else None.
+
+    naga reports only ``invalid type width %N`` for a 16- or 8-bit integer type; the
+    module's own ``OpCapability`` says which capability that is.
+    """
+    if "invalid type width" not in message:
+        return None
+    for name, what in NAGA_MISSING_CAPABILITIES.items():
+        if name in capabilities:
+            return f"{name} ({what}; naga: invalid type width)"
+    return None
 
 
 def missing_capability(message: str) -> str | None:
@@ -54,15 +64,13 @@ def missing_capability(message: str) -> str | None:
 
         >>> missing_capability("... unsupported capability StorageBuffer8BitAccess")
         'StorageBuffer8BitAccess'
-        >>> missing_capability("... invalid type width %2")
-        'integer scalars narrower than 32 bits (naga: invalid type width)'
         >>> missing_capability("... Float literal is infinite") is None
         True
     """
     for pattern in UNSUPPORTED_PATTERNS:
         found = pattern.search(message)
         if found:
-            return NAGA_LIMITS.get(found.group(1), found.group(1))
+            return found.group(1)
     return None
 
 

@@ -13,7 +13,8 @@ import re
 from typing import Any, Mapping, Sequence
 
 from vkdiff.device import spirv
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError, gpu_call
+from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
+                                    ShaderUnsupportedError, gpu_call, naga_missing_capability)
 from vkdiff.device.resources import Tensor
 
 _SAMPLE_TYPES = {"float": "unfilterable-float", "sint": "sint", "uint": "uint"}
@@ -87,8 +88,17 @@ class PipelineCache:
                           entries=entries, label=label)
         playout = gpu_call(ShaderLoadError, f"{label}: pipeline layout", device.create_pipeline_layout,
                            bind_group_layouts=[layout], immediate_size=reflection.immediate_size)
-        module = gpu_call(ShaderLoadError, f"{label}: shader module", device.create_shader_module,
-                          code=module_bytes, label=label)
+        try:
+            module = gpu_call(ShaderLoadError, f"{label}: shader module", device.create_shader_module,
+                              code=module_bytes, label=label)
+        except ShaderUnsupportedError:
+            raise
+        except ShaderLoadError as exc:
+            lacking = naga_missing_capability(str(exc), spirv.capabilities(module_bytes))
+            if lacking is None:
+                raise
+            raise ShaderUnsupportedError(f"{label}: shader module: needs {lacking}, which naga cannot represent: "
+                                         f"{str(exc).split(': ', 2)[-1]}") from None
         handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
                           layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size))

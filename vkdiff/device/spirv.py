@@ -24,6 +24,7 @@ import numpy as np
 MAGIC = 0x07230203
 
 OP_NAME = 5
+OP_CAPABILITY = 17
 OP_EXECUTION_MODE = 16
 OP_TYPE_BOOL = 20
 OP_TYPE_INT = 21
@@ -257,6 +258,17 @@ def _image_binding(module: _Module, var: int, image_type: int, sampled_wrapper: 
     if fmt is None:
         raise SpirvError(f"storage image %{var} uses SPIR-V image format {int(ops[7])}, unknown to vkdiff")
     return Binding(kind="storage-texture", dim=dim, format=fmt, access=access, **where)
+
+
+CAPABILITY_NAMES = {9: "Float16", 10: "Float64", 11: "Int64", 22: "Int16", 39: "Int8",
+                    4433: "StorageBuffer16BitAccess", 4448: "StorageBuffer8BitAccess"}
+"""SPIR-V capability ids vkdiff names in messages."""
+
+
+def capabilities(spv: bytes) -> set[str]:
+    """Names of the capabilities a module declares (ids unknown to ``CAPABILITY_NAMES`` as numbers)."""
+    return {CAPABILITY_NAMES.get(int(ops[0]), str(int(ops[0])))
+            for _, op, ops in instructions(words_of(spv)) if op == OP_CAPABILITY}
 
 
 def reflect(spv: bytes) -> Reflection:

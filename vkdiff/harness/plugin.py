@@ -2,7 +2,7 @@
 
 Enabled with ``--vkdiff`` (or any ``--vkdiff-*`` selection, or ``vkdiff = true`` in the ini file).
 Kernel cases become ``linear_q4gsw[M13-K256-N40-g32-fp16-buffer]@llvmpipe``, model cases
-``llama_proj[8da4w-vulkan]@cpu``. Each process (every xdist worker) owns its wgpu devices and
+``llama_proj[8da4w-vulkan]@cpu`` (host checks) and ``@llvmpipe`` (its delegate run node by node). Each process (every xdist worker) owns its wgpu devices and
 appends results to its own JSON-lines file; the controller records a crashed worker's item as
 ``ERROR`` and merges everything at the end (and renders ``--vkdiff-report DIR``).
 
@@ -61,7 +61,7 @@ def _enabled(config) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "vkdiff_kernel: an ET-VK kernel case on a Vulkan device")
-    config.addinivalue_line("markers", "vkdiff_model: a model case lowered and checked on the host")
+    config.addinivalue_line("markers", "vkdiff_model: a model case: host checks, or its delegate on a device")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "vkdiff-xdist")
     if not _enabled(config):

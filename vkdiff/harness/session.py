@@ -34,7 +34,7 @@ class VkdiffFailure(AssertionError):
 
 
 class VkdiffItem(pytest.Item):
-    """One case on one device (model cases: on the host)."""
+    """One case on one device (model cases: host checks on ``cpu``, the delegate on each adapter)."""
 
     def __init__(self, *, case: KernelCase | ModelCase, device: str, **kwargs: Any):
         super().__init__(**kwargs)
@@ -206,8 +206,9 @@ class VkdiffSession:
         if self.suite in ("all", "models"):
             from vkdiff.cases.catalog import all_model_cases
 
-            items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{HOST}", nodeid=f"{case.id}@{HOST}",
-                                             case=case, device=HOST) for case in all_model_cases(self.cases_pattern)]
+            for case in all_model_cases(self.cases_pattern):
+                items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{device}", nodeid=f"{case.id}@{device}",
+                                                 case=case, device=device) for device in self.runner.devices_for(case)]
         return items
 
     def run(self, item: VkdiffItem) -> list[Result]:

@@ -1,4 +1,5 @@
-"""The real ET-VK linear_q4gsw kernels of the pinned trees against the numpy reference, on the first adapter."""
+"""``QuantizedLinear.cpp``'s linear_q4gsw tiled/coop kernels (dq8ca's weight-only fallback; the live path before
+v1.4.0) of the pinned trees against the numpy reference, on the first adapter."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, TensorRef
+from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
 from vkdiff.device.launchers.linear_q4gsw import OP, linear_q4gsw, quantized_linear_impl
 from vkdiff.harness import kernels
@@ -18,10 +20,11 @@ from vkdiff.harness.datamodel import Status
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
 
-SMALL = [c for c in all_cases(r"^linear_q4gsw\[M(1|13)-K(64|256)-N(40|64)-g(32|64)-") if c.size("N") < 100]
+SMALL = [c for c in all_cases(r"^linear_q4gsw_tiled\[") if c.size("N") < 100]
 
-CASE = KernelCase(op=OP, name="linear_q4gsw", shape=(("M", 13), ("K", 256), ("N", 64), ("g", 32)), dtype="fp32",
-                  storage="buffer")
+TILED = (("impl", "QuantizedLinear.cpp"),)
+CASE = KernelCase(op=OP, name="linear_q4gsw_tiled", shape=(("M", 13), ("K", 256), ("N", 64), ("g", 32)),
+                  dtype="fp32", storage="buffer", options=TILED)
 
 
 @pytest.mark.parametrize("case", SMALL, ids=lambda c: c.id)
@@ -99,11 +102,13 @@ def test_numpy_wrapper_matches_the_generic_runner(et_ctx):
     assert direct.variant == generic.variant == "linear_q4gsw_tiled_buffer_texture2d_float"
 
 
-def test_registered_with_its_port():
-    launcher = launcher_for(OP)
-    assert LAUNCHERS[OP].add_node is quantized_linear_impl
+def test_registered_with_its_port(et_tree, et_tree_v131):
+    """Two implementations of the op: the tree's registration picks one (v1.3.1: this one; main: Q4gswLinear.cpp)."""
+    launcher = next(x for x in LAUNCHERS[OP] if x.add_node is quantized_linear_impl)
     assert launcher.constants == {"weights", "weight_scales", "bias"}
     assert launcher.ports[0].file.endswith("QuantizedLinear.cpp") and len(launcher.ports[0].sha256) == 64
+    assert launcher_for(OP, et_tree_v131) is launcher
+    assert launcher_for(OP, et_tree).registered_in.endswith("Q4gswLinear.cpp")
 
 
 def test_two_consumers_of_one_weight_prepack_it_once(et_ctx):
@@ -112,13 +117,13 @@ def test_two_consumers_of_one_weight_prepack_it_once(et_ctx):
     args = prepared.args
     graph = ComputeGraph(et_ctx)
     weights = TensorRef(id=7, data=args["weights"])
-    shared = dict(args, self=graph.add_input(args["self"], "buffer"), weights=weights,
+    shared = dict(args, self=graph_input(graph, args["self"], "buffer", "width"), weights=weights,
                   weight_scales=TensorRef(id=8, data=args["weight_scales"]), bias=None)
-    outs = [graph.add_output(prepared.expected.shape, np.float32, "buffer") for _ in range(2)]
+    outs = [graph.add_tensor(prepared.expected.shape, "float32", "buffer") for _ in range(2)]
     for out in outs:
         quantized_linear_impl(graph, shared, out)
     packs = [d for d in graph.dispatches if d.prepack]
     assert [d.shader for d in packs] == ["pack_q4_linear_weight_texture2d"]
-    assert len([d for d in graph.dispatches if not d.prepack]) == 2
+    assert len([d for d in graph.dispatches if d.shader.startswith("linear_q4gsw_tiled")]) == 2
     first, second = (graph.read(out) for out in outs)
     np.testing.assert_array_equal(first, second)

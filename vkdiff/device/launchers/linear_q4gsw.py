@@ -145,7 +145,7 @@ def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
 def linear_q4gsw(ctx: DeviceContext, self: np.ndarray, weights: np.ndarray, weight_scales: np.ndarray,
                  group_size: int, bias: np.ndarray | None = None, *, io_storage: Storage = "texture3d",
                  weight_storage: Storage | None = None) -> Launch:
-    """Compute ``out = x @ dequant(w).T + bias`` with ET-VK's real linear_q4gsw shaders.
+    """Compute ``out = x @ dequant(w).T + bias`` with ``QuantizedLinear.cpp``'s linear_q4gsw tiled/coop shaders.
 
     Args:
         ctx (DeviceContext): device and shader tree to run on.
@@ -170,4 +170,4 @@ def linear_q4gsw(ctx: DeviceContext, self: np.ndarray, weights: np.ndarray, weig
         assert launch.unwritten == 0
     """
     args = dict(self=self, weights=weights, weight_scales=weight_scales, group_size=group_size, bias=bias)
-    return run_op(ctx, OP, args, storage=io_storage, weight_storage=weight_storage)
+    return run_op(ctx, OP, args, storage=io_storage, weight_storage=weight_storage, impl="QuantizedLinear.cpp")

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.staging import graph_input
@@ -128,6 +129,10 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
     """
     launcher = _pick(op, ctx.builder.et_src, options.pop("impl", None))
     graph = ComputeGraph(ctx)
+    halves = [name for name, v in args.items() if isinstance(v, np.ndarray) and v.dtype == np.float16]
+    if (halves or np.dtype(dtype or np.float32) == np.float16) and not graph.route.float16_buffers:
+        raise DeviceLimitError(f"{op}: float16 kernel case on a device without shader-f16: ET-VK would run it in "
+                               f"float32 (get_effective_scalar_type), so the half kernel cannot be exercised")
     values: dict[str, Tensor | TensorRef | Any] = {}
     for name, value in args.items():
         if not isinstance(value, np.ndarray):
