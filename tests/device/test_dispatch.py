@@ -108,3 +108,28 @@ def test_garbage_spirv_does_not_load_and_is_not_called_unsupported(pipelines):
     with pytest.raises(ShaderLoadError) as info:
         pipelines.get(b"\x03\x02\x23\x07" + b"\0" * 60, {}, (1, 1, 1), label="garbage")
     assert not isinstance(info.value, ShaderUnsupportedError)
+
+
+def test_binding_check_compares_kinds_and_widths():
+    """A float tensor on an int8 image, an int tensor on a float buffer: mismatches; 8-bit data read as words: not."""
+    import numpy as np
+
+    from vkdiff.device.dispatch import binding_mismatch
+    from vkdiff.device.graph.vtensor import TensorSpec
+    from vkdiff.device.resources import Tensor
+    from vkdiff.device.spirv import Binding
+
+    def tensor(dtype, storage):
+        spec = TensorSpec((4, 8), dtype, storage, "width")
+        return Tensor(shape=(4, 8), dtype=np.dtype(dtype), storage=storage, handle=None, spec=spec)
+
+    image = Binding(group=0, binding=1, kind="storage-texture", format="rgba8sint", dim="3d", access="write-only")
+    assert "float32" in binding_mismatch(image, tensor("float32", "texture3d"))
+    assert binding_mismatch(image, tensor("int8", "texture3d")) is None
+    assert binding_mismatch(Binding(group=0, binding=0, kind="storage-texture", format="rgba32float", dim="3d",
+                                    access="write-only"), tensor("float16", "texture3d")) is not None
+    words = Binding(group=0, binding=2, kind="storage-buffer", element="int32")
+    assert binding_mismatch(words, tensor("uint8", "buffer")) is None
+    assert binding_mismatch(words, tensor("float32", "buffer")) is not None
+    sampled = Binding(group=0, binding=3, kind="sampled-texture", sample_type="sint", dim="3d")
+    assert binding_mismatch(sampled, tensor("float32", "texture3d")) is not None

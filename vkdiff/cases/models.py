@@ -63,6 +63,20 @@ class Linear(nn.Module):
         return self.proj(x)
 
 
+class TwoHeads(nn.Module):
+    """A shared trunk and two heads: a model whose forward returns a tuple."""
+
+    def __init__(self, dim: int = 64):
+        super().__init__()
+        self.trunk = nn.Linear(dim, dim, bias=False)
+        self.head_a = nn.Linear(dim, 32, bias=False)
+        self.head_b = nn.Linear(dim, 48, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.sigmoid(self.trunk(x))
+        return self.head_a(h), self.head_b(h * h)
+
+
 def random_activations(shape: tuple[int, ...]) -> Callable[[torch.Generator], tuple]:
     return lambda g: (torch.randn(*shape, generator=g),)
 
@@ -84,6 +98,8 @@ def model_cases() -> Iterator[ModelCase]:
                        ("8da4w-bf16-unwrap", LINEAR_DQ8CA_Q4GSW)):
         yield ModelCase(name="llama_proj", build=LlamaProjections, inputs=random_activations((1, 7, 64)), recipe=recipe,
                         expect_ops=(op,), rules=("expected_fusions", "bf16_export", "numerics"))
+    yield ModelCase(name="two_heads", build=TwoHeads, inputs=random_activations((1, 5, 64)), recipe="4w",
+                    expect_ops=(LINEAR_Q4GSW,), rules=("expected_fusions", "numerics"))
     yield ModelCase(name="linear_asym", build=Linear, inputs=random_activations((1, 5, 128)), recipe="4w-asym",
                     expect_ops=(LINEAR_Q4GSW,), rules=("expected_fusions", "weight_zero_points", "numerics"))
     for name, head_first, tied in (("tied_embed_first", False, True), ("tied_head_first", True, True),

@@ -99,18 +99,17 @@ _EAGER_CACHE: dict[str, tuple[np.ndarray, tuple]] = {}
 
 
 def eager_output(case: ModelCase) -> tuple[np.ndarray, tuple]:
-    """The quantized eager model's output and the inputs (memoised per process: several devices share them)."""
+    """The quantized eager model's outputs (flattened, in order) and the inputs (memoised: devices share them)."""
     if case.id not in _EAGER_CACHE:
         import torch
 
-        from vkdiff.harness.models import eager
+        from vkdiff.harness.models import eager, flat_outputs
 
         model, inputs, _ = eager(case)
         with torch.no_grad():
-            out = model(*inputs)
-        first = out[0] if isinstance(out, (tuple, list)) else out
+            out = flat_outputs(model(*inputs))
         _EAGER_CACHE.clear()
-        _EAGER_CACHE[case.id] = (first.detach().float().numpy().astype(np.float64), inputs)
+        _EAGER_CACHE[case.id] = (out, inputs)
     return _EAGER_CACHE[case.id]
 
 
@@ -173,8 +172,8 @@ def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str,
         raise
     global_env = interpret.trace(delegate, xs)
     records = compare_nodes(delegate, run, global_env)
-    out = np.asarray(run.outputs[0], np.float64).reshape(expected.shape)
-    reference = np.asarray(global_env[delegate.output_ids[0]], np.float64).reshape(expected.shape)
+    out = np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in run.outputs])
+    reference = np.concatenate([np.asarray(global_env[vid], np.float64).reshape(-1) for vid in delegate.output_ids])
     tolerance = model_tolerance(lowered)
     vs_eager = ErrorStatistics.from_arrays(out, expected, tolerance)
     vs_reference = ErrorStatistics.from_arrays(out, reference, tolerance)

@@ -58,15 +58,23 @@ def model_tolerance(lowered: LoweredCase) -> Tolerance:
     return Tolerance(atol=rtol, rtol=rtol)
 
 
-def reference_output(lowered: LoweredCase, inputs: tuple, shape: tuple[int, ...]) -> np.ndarray | str:
-    """The fused program evaluated with reference ops; a string says why it could not be."""
+def flat_outputs(outputs: Any) -> np.ndarray:
+    """A model's output(s) as one float64 vector: a tensor, or a tuple/list of them in order, flattened."""
+    items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    arrays = [np.asarray(o.detach().float().numpy() if hasattr(o, "detach") else o, np.float64).reshape(-1)
+              for o in items]
+    return np.concatenate(arrays) if arrays else np.zeros(0)
+
+
+def reference_output(lowered: LoweredCase, inputs: tuple) -> np.ndarray | str:
+    """The fused program evaluated with reference ops (every output, flattened in order); a string says why not."""
     if len(lowered.delegates) != 1 or lowered.partitions != 1:
         return f"numerics need exactly one Vulkan delegate (got {len(lowered.delegates)}, partitions {lowered.partitions})"
     try:
-        (out,) = interpret.run(lowered.delegates[0], [np.asarray(x) for x in inputs])
+        outs = interpret.run(lowered.delegates[0], [np.asarray(x) for x in inputs])
     except interpret.UnsupportedOpError as exc:
         return str(exc)
-    return out.reshape(shape)
+    return flat_outputs(outs)
 
 
 def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None, repro: str = "") -> list[Result]:
@@ -119,12 +127,14 @@ def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: 
     target = lowered if case.partitioner == "xnnpack" else None
     try:
         target = target or lower(dataclasses.replace(case, partitioner="xnnpack"))
-        (out,) = run_pte(target.pte, list(inputs))[:1]
+        out = flat_outputs(run_pte(target.pte, list(inputs)))
     except LowerError as exc:
         return Finding(rule="cpu_runtime", status=Status.LOWER_FAIL, message=f"XNNPACK lowering: {exc}"), None
     except RuntimeInitError as exc:
         return Finding(rule="cpu_runtime", status=Status.FAIL_CHECK, message=f"ExecuTorch CPU runtime: {exc}"), str(exc)
-    out = np.asarray(out, np.float64).reshape(expected.shape)
+    if out.shape != expected.shape:
+        return Finding(rule="cpu_runtime", status=Status.FAIL_CHECK, message=f"ExecuTorch CPU runtime returned "
+                       f"{out.size} output elements, eager {expected.size}"), None
     oracles = {"eager": expected} | ({"reference": reference} if reference is not None else {})
     parts, statuses, evidence = [], [], {}
     for name, oracle in oracles.items():
@@ -151,8 +161,8 @@ def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[st
     import torch
 
     with torch.no_grad():
-        expected = model(*inputs).detach().float().numpy().astype(np.float64)
-    reference = reference_output(lowered, inputs, expected.shape)
+        expected = flat_outputs(model(*inputs))
+    reference = reference_output(lowered, inputs)
     stats = (ErrorStatistics.from_arrays(reference, expected, model_tolerance(lowered))
              if isinstance(reference, np.ndarray) else reference)
     pt2e = case.recipe.startswith("pt2e")
