@@ -30,7 +30,8 @@ import time
 from typing import Callable, Iterator
 
 from vkdiff.cases.kernels import KernelCase, all_cases
-from vkdiff.device import graph, resources
+from vkdiff.device import resources
+from vkdiff.device.graph import compute
 from vkdiff.device.adapters import select
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
@@ -71,7 +72,7 @@ def instrumented() -> Iterator[tuple[Clock, Clock]]:
     """(device work, build + pipelines): clocks around every device-layer entry point a launcher uses."""
     device, build = Clock(), Clock()
     targets = [(resources, "tensor"), (resources, "buffer_tensor"), (resources, "uniform"), (resources, "poisoned"),
-               (resources, "read"), (graph, "dispatch_pipeline")]
+               (resources, "allocate"), (resources, "read"), (compute, "dispatch_pipeline")]
     saved = [(owner, name, getattr(owner, name)) for owner, name in targets]
     kernel = DeviceContext.kernel
     for owner, name, fn in saved:

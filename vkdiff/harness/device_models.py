@@ -19,14 +19,17 @@ limit and binding failures end with their status naming the node and shader.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vkdiff.cases.model_case import ModelCase
 from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import Result, Status, Tolerance, clip, versions
+from vkdiff.harness.datamodel import Delegate, Result, Status, Tolerance, clip, versions
+
+if TYPE_CHECKING:
+    from vkdiff.cases.model_case import ModelCase
 
 PORT_STALE_FLAG = "port-stale"
 """Flag on results whose launchers port C++ that differs in the user's tree (file names in ``metrics``)."""
@@ -144,8 +147,24 @@ def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=No
     return Result(status=status.name, seconds=round(time.perf_counter() - start, 3), **base, **fields)
 
 
-def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str, Any]]:
-    from vkdiff.device.graph.delegate import missing_launchers, run_delegate, stale_for
+@dataclasses.dataclass(kw_only=True)
+class ModelInputs:
+    """Everything a device needs to judge one model case: no torch, no executorch (picklable, portable)."""
+
+    case_id: str
+    delegate: Delegate
+    """The decoded Vulkan delegate, constants included."""
+    inputs: list[np.ndarray]
+    """The case's seeded inputs, in ``input_ids`` order."""
+    expected: np.ndarray
+    """Eager PyTorch's outputs, flattened in order (float64)."""
+    tolerance: Tolerance
+    """Model-level tolerance of the output against eager."""
+
+
+def prepare_model(case: ModelCase) -> ModelInputs | tuple[Status, str]:
+    """Lower (cached) and evaluate eager once; a (status, reason) when the case cannot run on a device."""
+    from vkdiff.device.graph.delegate import missing_launchers
     from vkdiff.harness import interpret
     from vkdiff.harness.edge import LowerError, quiet_libraries
     from vkdiff.harness.lower import lower
@@ -155,16 +174,32 @@ def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str,
         with quiet_libraries():
             lowered = lower(case)
     except LowerError as exc:
-        return Status.NOT_RUN, dict(reason=clip(f"lowering failed (see the cpu results): {exc}"))
+        return Status.NOT_RUN, clip(f"lowering failed (see the cpu results): {exc}")
     if len(lowered.delegates) != 1 or lowered.partitions != 1:
-        return Status.NOT_RUN, dict(reason=f"needs exactly one Vulkan delegate (got {len(lowered.delegates)}, "
-                                           f"partitions {lowered.partitions})")
+        return Status.NOT_RUN, (f"needs exactly one Vulkan delegate (got {len(lowered.delegates)}, "
+                                f"partitions {lowered.partitions})")
     delegate = lowered.delegates[0]
     missing = missing_launchers(delegate) or interpret.missing_references(delegate)
     if missing:
-        return Status.NOT_RUN, dict(reason=f"no launcher or reference for {', '.join(missing)}")
+        return Status.NOT_RUN, f"no launcher or reference for {', '.join(missing)}"
     expected, inputs = eager_output(case)
-    xs = [np.asarray(x) for x in inputs]
+    return ModelInputs(case_id=case.id, delegate=delegate, inputs=[np.asarray(x) for x in inputs],
+                       expected=expected, tolerance=model_tolerance(lowered))
+
+
+def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str, Any]]:
+    prepared = prepare_model(case)
+    if isinstance(prepared, tuple):
+        return prepared[0], dict(reason=prepared[1])
+    return judge(prepared, ctx, route, tree, tamper)
+
+
+def judge(model: ModelInputs, ctx, route, tree=None, tamper=None) -> tuple[Status, dict[str, Any]]:
+    """Run the delegate on ``ctx`` and judge every node and the output (raises device errors, with ``stale``)."""
+    from vkdiff.device.graph.delegate import run_delegate, stale_for
+    from vkdiff.harness import interpret
+
+    delegate, xs, expected, tolerance = model.delegate, model.inputs, model.expected, model.tolerance
     try:
         run = run_delegate(ctx, delegate, xs, route=route, tree=tree, tamper=tamper)
     except Exception as exc:
@@ -174,7 +209,6 @@ def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str,
     records = compare_nodes(delegate, run, global_env)
     out = np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in run.outputs])
     reference = np.concatenate([np.asarray(global_env[vid], np.float64).reshape(-1) for vid in delegate.output_ids])
-    tolerance = model_tolerance(lowered)
     vs_eager = ErrorStatistics.from_arrays(out, expected, tolerance)
     vs_reference = ErrorStatistics.from_arrays(out, reference, tolerance)
     metrics = {"vs_eager": vs_eager.to_dict(), "vs_reference": vs_reference.to_dict(), "nodes": records,

@@ -18,7 +18,7 @@ import pytest
 from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.device.trees import TreeChoice
 from vkdiff.harness import store
-from vkdiff.harness.datamodel import CRASH_FLAG, HOST, REPAIRED_FLAG, Result, Status, clip, merge
+from vkdiff.harness.datamodel import CRASH_FLAG, REPAIRED_FLAG, Result, Status, clip, merge
 from vkdiff.harness.expectations import counts_as_failure
 from vkdiff.harness.runner import NO_DEVICE, Runner, nothing_ran
 

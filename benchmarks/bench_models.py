@@ -1,0 +1,117 @@
+"""Time model cases on devices: the graph runtime's host overhead per node and one whole verdict, cold and warm.
+
+For each default Vulkan model case (non-LLM) and each adapter, reports:
+
+* **cold verdict**: the first ``judge`` on a fresh device context (shader builds from the
+  disk cache, pipeline creation, prepack, every node, probes, readback, comparison);
+* **warm verdict**: the median of ``--repeat`` further verdicts on the same context
+  (pipelines cached; prepack runs again, as a new graph is built per verdict);
+* **host ms / node**: wall time spent adding each node's dispatches (tensor metadata,
+  UBOs, bind groups, submits; GPU work is not awaited there), median over warm runs;
+* **device run**: the delegate from staging in to readback out, without the comparison.
+
+The full stack (torch, executorch) is needed only to prepare: ``--save DIR`` writes one
+pickle per case (delegate, inputs, eager outputs); ``--load DIR`` judges them on a
+machine with only numpy and wgpu, and ``--results FILE`` appends the verdicts as result
+records (the NVIDIA run of the closing note was made so).
+
+    python3 benchmarks/bench_models.py --et-src TREE [--cases REGEX] [--save DIR | --load DIR] [--route mali]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def prepared_models(pattern: str | None, load: Path | None) -> list:
+    """``ModelInputs`` from pickles, or prepared here (needs torch and executorch)."""
+    if load is not None:
+        found = [pickle.loads(p.read_bytes()) for p in sorted(load.glob("*.pkl"))]
+        return [m for m in found if pattern is None or re.search(pattern, m.case_id)]
+    from vkdiff.cases.catalog import all_model_cases
+    from vkdiff.harness.device_models import prepare_model
+
+    out = []
+    for case in all_model_cases(pattern):
+        if case.partitioner.startswith("vulkan") and case.pipeline != "export_llama":
+            prepared = prepare_model(case)
+            if not isinstance(prepared, tuple):
+                out.append(prepared)
+    return out
+
+
+def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | None) -> None:
+    from vkdiff.device.adapters import select
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.routing import route_for
+    from vkdiff.harness.datamodel import Result, versions
+    from vkdiff.harness.device_models import judge
+    from vkdiff.harness.kernels import status_of_exception
+    from vkdiff.harness.store import ResultStore
+
+    store = ResultStore(results) if results else None
+    print(f"{'case':44s} {'device':14s} {'status':14s} {'nodes':>5s} {'cold s':>7s} {'warm ms':>8s} "
+          f"{'run ms':>7s} {'host ms/node':>12s}")
+    for info, adapter in select([]):
+        for model in models:
+            ctx = DeviceContext(info, adapter, ShaderBuilder(et_src))
+            chosen = route_for(route, ctx.info)
+            start = time.perf_counter()
+            try:
+                status, fields = judge(model, ctx, chosen, et_src)
+            except Exception as exc:
+                status, reason = status_of_exception(exc)
+                print(f"{model.case_id:44s} {info.slug:14s} {status.name:14s} {reason[:80]}")
+                continue
+            cold = time.perf_counter() - start
+            warm, runs, host = [], [], []
+            for _ in range(repeat):
+                tick = time.perf_counter()
+                _, again = judge(model, ctx, chosen, et_src)
+                warm.append(time.perf_counter() - tick)
+                runs.append(again["metrics"]["seconds_device_run"])
+                host.append(again["metrics"]["host_ms_per_node"])
+            nodes = len(fields["metrics"]["nodes"])
+            print(f"{model.case_id:44s} {info.slug:14s} {status.name:14s} {nodes:5d} {cold:7.2f} "
+                  f"{1e3 * statistics.median(warm):8.1f} {1e3 * statistics.median(runs):7.1f} "
+                  f"{statistics.median(host):12.3f}")
+            if store is not None:
+                store.append(Result(case=model.case_id, op=model.case_id.split("[")[0], device=info.slug,
+                                    status=status.name, rule="device", knobs={"route": route},
+                                    versions=versions(), device_info=ctx.info_dict, seconds=round(cold, 3),
+                                    **fields))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--et-src", type=Path, help="extracted ExecuTorch tree (needed unless --save)")
+    parser.add_argument("--cases", default=None, help="regex over case ids")
+    parser.add_argument("--route", default="native")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--save", type=Path, help="write prepared models here and stop")
+    parser.add_argument("--load", type=Path, help="read prepared models from here (no torch needed)")
+    parser.add_argument("--results", type=Path, help="append verdicts to this results file")
+    args = parser.parse_args(argv)
+    models = prepared_models(args.cases, args.load)
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for model in models:
+            name = re.sub(r"[^A-Za-z0-9_.+-]", "_", model.case_id)
+            (args.save / f"{name}.pkl").write_bytes(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+        print(f"saved {len(models)} prepared models to {args.save}")
+        return 0
+    if args.et_src is None:
+        parser.error("--et-src is needed to run (an extracted tree)")
+    bench(models, args.et_src, args.route, args.repeat, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
