@@ -111,7 +111,7 @@ def add_linear_dqa_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_i
 
 
 @register_op(OP, output=resize_linear_qw_node, constants=("weights", "weight_sums", "weight_scales", "bias"),
-             ports=PORTS)
+             ports=PORTS, placements={"input_scales": "texture3d", "input_zp": "texture3d"})
 def linear_dq8ca_q4gsw(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
     """``linear_dq8ca_q4gsw`` → ``quantized_linear_impl`` (per-channel dynamic int8 input, 4-bit group weights)."""
     x, group_size = args["input"], int(args["group_size"])

@@ -50,6 +50,8 @@ class Launcher:
     """The C++ this launcher re-hosts."""
     registered_in: str
     """The file (under ``backends/vulkan/``) whose ``VK_REGISTER_OP`` names the op for this implementation."""
+    placements: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Storage of tensor arguments whose shaders declare a fixed one (dq8ca's activation qparams: texture3d)."""
 
 
 LAUNCHERS: dict[str, list[Launcher]] = {}
@@ -61,7 +63,7 @@ class NoLauncherError(LookupError):
 
 
 def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], ports: tuple[Port, ...],
-                registered_in: str | None = None):
+                registered_in: str | None = None, placements: Mapping[str, str] | None = None):
     """Register the decorated op function as a launcher of ``op``.
 
     ``registered_in`` defaults to the first port's file. Registering the same function
@@ -83,7 +85,7 @@ def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], port
             if same:
                 return fn
         found.append(Launcher(op=op, add_node=fn, output=output, constants=frozenset(constants), ports=ports,
-                              registered_in=where))
+                              registered_in=where, placements=dict(placements or {})))
         return fn
     return wrap
 
@@ -140,7 +142,7 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         elif name in launcher.constants:
             values[name] = TensorRef(id=name, data=value)
         else:
-            values[name] = graph_input(graph, value, storage, "width", label=name)
+            values[name] = graph_input(graph, value, launcher.placements.get(name, storage), "width", label=name)
     shape, out_dtype = launcher.output(args, dtype)
     out = graph.add_tensor(shape, np.dtype(out_dtype).name, storage, "width", label="output")
     launcher.add_node(graph, values, out, **options)
