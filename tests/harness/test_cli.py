@@ -182,7 +182,7 @@ def _run_repro(repro: str, results: Path, cwd: Path) -> list:
 @requires_pinned_tree
 def test_kernel_repro_command_runs_and_reproduces(tmp_path):
     first = tmp_path / "first.jsonl"
-    assert cli.main(["run", "--suite", "kernels", "--cases", r"M13-K64-N40-g32-fp32-texture3d\]$",
+    assert cli.main(["run", "--suite", "kernels", "--cases", r"^linear_q4gsw\[M13-K64-N40-g32-fp32-texture3d\]$",
                      "--et-src", str(pinned_tarball("main")), "--results", str(first)]) == 0
     (result,) = load([first])
     again = _run_repro(result.repro, tmp_path / "again.jsonl", tmp_path)
