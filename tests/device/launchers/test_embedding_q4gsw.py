@@ -11,6 +11,7 @@ from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff import reference
 from vkdiff.cases.kernels import all_cases
 from vkdiff.device.graph import ComputeGraph, TensorRef
+from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.embedding_q4gsw import embedding_q4gsw, embedding_q4gsw_impl
 from vkdiff.device.launchers.linear_q4gsw import quantized_linear_impl
 from vkdiff.harness import kernels
@@ -62,15 +63,15 @@ def test_tied_weight_is_packed_once_for_the_embedding_and_the_lm_head(et_ctx, rn
     scales = rng.uniform(0.5, 1.5, (vocab, dim // group)).astype(np.float32)
     graph = ComputeGraph(et_ctx)
     weight = TensorRef(id=0, data=table)
-    indices = graph.add_input(np.array([[3, 1, 4, 1, 5]], np.int32), "buffer")
-    hidden = graph.add_output((1, 5, dim), np.float32, "buffer")
+    indices = graph_input(graph, np.array([[3, 1, 4, 1, 5]], np.int32), "buffer", "width")
+    hidden = graph.add_tensor((1, 5, dim), "float32", "buffer")
     embedding_q4gsw_impl(graph, dict(weight=weight, weight_scales=TensorRef(id=1, data=scales), group_size=group,
                                      indices=indices, is_linear_weight=True), hidden)
-    logits = graph.add_output((1, 5, vocab), np.float32, "buffer")
+    logits = graph.add_tensor((1, 5, vocab), "float32", "buffer")
     scales_t = np.ascontiguousarray(scales.T)
     quantized_linear_impl(graph, dict(self=hidden, weights=weight, weight_scales=TensorRef(id=2, data=scales_t),
                                       group_size=group, bias=None), logits)
-    assert [d.shader for d in graph.dispatches if d.prepack] == ["pack_q4_linear_weight_texture2d"]
+    assert [d.shader for d in graph.dispatches if d.shader.startswith("pack_q4")] == ["pack_q4_linear_weight_texture2d"]
     rows = reference.embedding_q4gsw(np.array([[3, 1, 4, 1, 5]]), table, scales, group, True)
     expected = reference.linear_q4gsw(rows.astype(np.float32), table, scales_t, group)
     np.testing.assert_allclose(graph.read(logits), expected, rtol=1e-4, atol=1e-4)

@@ -121,14 +121,6 @@ class ComputeGraph:
         """``ComputeGraph::cache_prepack``."""
         self._prepack_cache[(ref.id, kernel_name)] = packed
 
-    def add_input(self, array: np.ndarray, storage: Storage, label: str = "input") -> Tensor:
-        """An input tensor holding ``array``."""
-        return resources.tensor(self.device, np.ascontiguousarray(array), storage, label)
-
-    def add_output(self, shape: Sequence[int], dtype, storage: Storage, label: str = "output") -> Tensor:
-        """An output tensor, poisoned so that unwritten elements show."""
-        return resources.poisoned(self.device, tuple(shape), dtype, storage, label)
-
     def dispatch(self, shader: str, *, global_wg: tuple[int, int, int], local_wg: tuple[int, int, int],
                  resources: Sequence[Any], spec: Mapping[int, int | float | bool] | None = None,
                  immediates: bytes = b"", prepack: bool = False) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from vkdiff.device import resources
-from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.resources import Tensor
 
 DTYPE_SUFFIX = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(np.int32): "int32"}
@@ -23,12 +21,6 @@ def dtype_suffix(dtype) -> str:
     return DTYPE_SUFFIX[dtype]
 
 
-def sizes_ivec4(shape: tuple[int, ...]) -> bytes:
-    """A tensor's sizes as ET-VK's WHCN ``ivec4`` (``sizes_ubo`` / ``sizes_pc_of``)."""
-    dims = list(reversed(shape))[:4]
-    return np.array(dims + [1] * (4 - len(dims)), dtype=np.int32).tobytes()
-
-
 def pick_hw_square_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
     """``pick_hw_square_wg_size`` from ``ops/impl/Common.cpp``."""
     if global_wg[0] >= 6 and global_wg[1] >= 6:
@@ -36,16 +28,6 @@ def pick_hw_square_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, i
     if global_wg[0] < 6:
         return (4, 16, 1)
     return (16, 4, 1)
-
-
-def prepack_standard(graph: ComputeGraph, ref: TensorRef) -> Tensor:
-    """``prepack_standard`` to a width-packed buffer: the constant's bytes in its own dtype.
-
-    As in ``Staging.cpp``, every call makes a new tensor (no prepack cache). The bytes are
-    uploaded directly; ET-VK stages them through ``nchw_to_buffer``, which for a
-    contiguous width-packed buffer writes the same bytes.
-    """
-    return resources.buffer_tensor(graph.device, np.ascontiguousarray(ref.data), f"prepacked_{ref.id}")
 
 
 def default_global_wg(tensor: Tensor) -> tuple[int, int, int]:

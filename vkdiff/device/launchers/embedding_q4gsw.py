@@ -4,7 +4,7 @@ Ported from ``runtime/graph/ops/impl/EmbeddingQ4gsw.cpp`` (``embedding_q4gsw`` â
 ``add_embedding_q4gsw_node``):
 
 * ``is_linear_weight=False``: the 4-bit table ``uint8 [V, D/2]`` (byte = ``(even + 8) << 4 |
-  (odd + 8)``) goes to a buffer as is (``prepack_standard``); ``True``: the table is in
+  (odd + 8)``) goes to a buffer as is (``prepack_standard``; bytes copied, see ``staging``); ``True``: the table is in
   ``linear_q4gsw``'s nibble order and is repacked by ``prepack_quantized_linear_weight``
   through the same prepack cache, so a weight tied to a linear is packed once;
 * scales ``[V, D/gs]`` to a buffer in their own dtype;
@@ -22,11 +22,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vkdiff.device import resources
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch
 from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.launchers.common import dtype_suffix, prepack_standard, sizes_ivec4
+from vkdiff.device.graph.staging import prepack_standard
+from vkdiff.device.launchers.common import dtype_suffix
 from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
@@ -64,7 +64,7 @@ def add_embedding_q4gsw_node(graph: ComputeGraph, out: Tensor, indices: Tensor, 
     name = embedding_shader(out, weight, scales, is_linear_weight)
     global_wg = pick_embedding_q4gsw_global_wg_size(out)
     immediates = np.array([group_size, int(is_linear_weight)], dtype=np.int32).tobytes()
-    ubo = resources.uniform(graph.device, sizes_ivec4(out.shape), "out_sizes")
+    ubo = graph.sizes_ubo(out)
     graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg),
                    resources=[out, indices, weight, scales, ubo], immediates=immediates)
 
@@ -87,8 +87,8 @@ def embedding_q4gsw_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Tens
     """
     is_linear_weight = bool(args["is_linear_weight"])
     weight = (prepack_quantized_linear_weight(graph, args["weight"]) if is_linear_weight
-              else prepack_standard(graph, args["weight"]))
-    scales = prepack_standard(graph, args["weight_scales"])
+              else prepack_standard(graph, args["weight"], "buffer", "width"))
+    scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     add_embedding_q4gsw_node(graph, out, args["indices"], weight, scales, int(args["group_size"]), is_linear_weight)
 
 

@@ -10,7 +10,7 @@ before v1.4.0 and dq8ca's weight-only fallback after it:
   prepack cache is keyed by (weight constant, kernel name), so a weight shared by two
   consumers is packed once;
 * scales ``[K/gs, N4*4]`` and bias go to buffers in their constants' dtype
-  (``prepack_standard``, uploaded directly); a missing bias binds a dummy buffer;
+  (``prepack_standard``, through ``nchw_to_buffer``); a missing bias binds a dummy buffer;
 * ``pick_linear_qw_shader``: ``_coop`` when M == 1 (GEMV), else ``_tiled``, suffixed
   by output storage, weight storage and dtype (the ``_coopmat`` branch, taken only on
   subgroup-64 devices, is not ported);
@@ -27,11 +27,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vkdiff.device import resources
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size, prepack_standard, sizes_ivec4
+from vkdiff.device.graph.staging import prepack_standard, staging_buffer
+from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
 
@@ -76,9 +76,9 @@ def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef,
         return cached
     blocks_shape = (div_up(n, 8), div_up(k, 4) * 4)
     global_wg = (div_up(div_up(k, 4), 2), div_up(n, 8), 1)
-    src = resources.buffer_tensor(graph.device, np.ascontiguousarray(weights.data, dtype=np.uint8), "int4_weight")
-    packed = resources.poisoned(graph.device, blocks_shape, np.int32, storage, "packed_int4_weight")
-    immediates = sizes_ivec4(blocks_shape) + np.array([k, n], dtype=np.int32).tobytes()
+    src = staging_buffer(graph, np.asarray(weights.data, dtype=np.uint8), "int4_weight")
+    packed = graph.add_tensor(blocks_shape, "int32", storage, "width", label="packed_int4_weight")
+    immediates = packed.spec.sizes_block() + np.array([k, n], dtype=np.int32).tobytes()
     graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg), resources=[packed, src],
                    immediates=immediates, prepack=True)
     graph.cache_prepack(weights, name, packed)
@@ -101,8 +101,7 @@ def add_linear_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_weigh
     global_wg = (div_up(n, 8), div_up(m, 1 if coop else 4), 1)
     local_wg = (1, 1, 64) if coop else pick_hw_square_wg_size(global_wg)
     spec = {3: int(apply_bias), 4: div_up(group_size, 4), 5: k // group_size, 6: n}
-    ubos = [resources.uniform(graph.device, sizes_ivec4(out.shape), "output_sizes"),
-            resources.uniform(graph.device, sizes_ivec4(x.shape), "input_sizes")]
+    ubos = [graph.sizes_ubo(out), graph.sizes_ubo(x)]
     graph.dispatch(name, global_wg=global_wg, local_wg=local_wg, spec=spec,
                    resources=[out, x, packed_weight, scales, bias, *ubos])
 
@@ -135,10 +134,10 @@ def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
         raise ValueError(f"linear_q4gsw: weight_scales must be [K/gs, N4*4] = {(k // group_size, n4 * 4)}, "
                          f"got {args['weight_scales'].data.shape}")
     packed = prepack_quantized_linear_weight(graph, weights, weight_storage)
-    scales = prepack_standard(graph, args["weight_scales"])
+    scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     bias_ref = args.get("bias")
-    bias = (prepack_standard(graph, bias_ref) if bias_ref is not None
-            else resources.buffer_tensor(graph.device, np.zeros(4, out.dtype), "dummy_bias"))
+    bias = (prepack_standard(graph, bias_ref, "buffer", "width") if bias_ref is not None
+            else graph.add_tensor((), out.dtype.name, "buffer", "width", label="dummy_bias"))
     add_linear_qw_node(graph, out, x, packed, scales, bias, group_size, apply_bias=bias_ref is not None)
 
 
