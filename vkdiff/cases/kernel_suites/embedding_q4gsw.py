@@ -11,8 +11,9 @@ from vkdiff.cases.kernels import KernelCase, register_test_suite
 
 OP = "et_vk.embedding_q4gsw.default"
 
-SHAPES = ((256, 64, 32, 7), (67, 128, 64, 13), (1024, 2048, 128, 31))
-"""(V vocabulary, D embedding dim, g group size, T indices)."""
+SHAPES = ((256, 64, 32, 7), (67, 128, 64, 13), (1024, 2048, 128, 31), (32000, 64, 32, 9))
+"""(V vocabulary, D embedding dim, g group size, T indices); 32000 is a Llama vocabulary (first and last rows
+are always among the indices)."""
 DTYPES = ("fp32", "fp16")
 IO_STORAGES = ("buffer", "texture3d")
 
