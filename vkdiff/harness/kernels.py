@@ -44,12 +44,12 @@ class Prepared:
 
     args: dict[str, Any]
     """The op's arguments by schema name, as the launcher receives them."""
-    expected: np.ndarray
-    """float64 reference output."""
+    expected: np.ndarray | tuple[np.ndarray, ...]
+    """float64 reference output (a tuple for tuple-returning ops)."""
     magnitude: np.ndarray | None
     """Sum of absolute terms per output element (accumulation-aware tolerance)."""
-    tolerance: Tolerance
-    """Policy row for this output."""
+    tolerance: Tolerance | tuple[Tolerance, ...]
+    """Policy row for the output (per output of a tuple: its dtype's row, integers exact)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,6 +70,12 @@ def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
     with capped_blas():
         args = suite_of(case).make_args(case, rng)
         expected, magnitude = reference.evaluate_with_magnitude(case.op, args)
+    if isinstance(expected, tuple):
+        tolerance = tuple(Tolerance.for_dtype(np.asarray(e).dtype if np.asarray(e).dtype.kind in "iub"
+                                              else case.np_dtype) for e in expected)
+        expected = tuple(np.asarray(e, np.float64) if np.asarray(e).dtype.kind == "f" else np.asarray(e)
+                         for e in expected)
+        return Prepared(args=args, expected=expected, magnitude=None, tolerance=tolerance)
     return Prepared(args=args, expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(case.np_dtype))
 
 
@@ -158,7 +164,7 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
         record_launch(result, first, prepared)
         for _ in range(repeat - 1):
             again = launch(ctx, case, prepared)
-            if again.output.tobytes() != first.output.tobytes():
+            if _raw(again.output) != _raw(first.output):
                 result.status = Status.NONDETERMINISTIC.name
                 result.reason = "repeat runs differ bitwise"
                 break
@@ -169,14 +175,32 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
     return result
 
 
+def _raw(output: Any) -> bytes:
+    return b"".join(o.tobytes() for o in output) if isinstance(output, tuple) else output.tobytes()
+
+
+def _statistics(launched: Launch, prepared: Prepared) -> tuple[ErrorStatistics, list[dict[str, Any]]]:
+    """The worst output's statistics, and every output's when the op returns a tuple."""
+    if not isinstance(launched.output, tuple):
+        return ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance,
+                                           prepared.magnitude, unwritten_mask(launched.output)), []
+    each = [ErrorStatistics.from_arrays(np.asarray(out), np.asarray(exp).reshape(np.shape(out)), tol,
+                                        None, unwritten_mask(out))
+            for out, exp, tol in zip(launched.output, prepared.expected, prepared.tolerance)]
+    worst = max(each, key=lambda st: (st.status().is_failure(), st.status()))
+    return worst, [st.to_dict() for st in each]
+
+
 def record_launch(result: Result, launched: Launch, prepared: Prepared) -> None:
-    """Compare a launch's output with the reference and write the verdict and evidence into ``result``."""
-    stats = ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance,
-                                        prepared.magnitude, unwritten_mask(launched.output))
+    """Compare a launch's output(s) with the reference and write the verdict and evidence into ``result``."""
+    stats, outputs = _statistics(launched, prepared)
     status = stats.status()
     result.status = status.name
     result.reason = "" if status is Status.PASS else clip(stats.message())
     result.shader, result.shaders = launched.variant, list(launched.shaders)
-    result.metrics, result.tolerance = stats.to_dict(), prepared.tolerance.to_dict()
+    tolerances = prepared.tolerance if isinstance(prepared.tolerance, tuple) else (prepared.tolerance,)
+    result.metrics, result.tolerance = stats.to_dict(), tolerances[0].to_dict()
+    if outputs:
+        result.metrics["outputs"] = outputs
     result.flags = ["polyfilled"] if launched.polyfilled else []
     result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launched.dispatch.items()}

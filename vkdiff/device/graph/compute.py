@@ -63,7 +63,7 @@ class Launch:
     """What running one op returns: the output read back and how it was produced."""
 
     output: Any
-    """Output tensor read back to numpy in its logical shape."""
+    """Output tensor read back to numpy in its logical shape (a tuple of them for tuple-returning ops)."""
     variant: str
     """ET-VK shader variant that computed the output (the last execute dispatch)."""
     polyfilled: bool = False
@@ -76,7 +76,8 @@ class Launch:
     @property
     def unwritten(self) -> int:
         """Output elements the kernel never wrote (still poisoned)."""
-        return int(layouts.unwritten_mask(self.output).sum())
+        outputs = self.output if isinstance(self.output, tuple) else (self.output,)
+        return sum(int(layouts.unwritten_mask(o).sum()) for o in outputs)
 
 
 class ComputeGraph:
@@ -158,9 +159,9 @@ class ComputeGraph:
             return np.ascontiguousarray(raw.reshape(-1)[: tensor.spec.numel]).reshape(tensor.spec.sizes)
         return raw
 
-    def launch(self, out: Tensor) -> Launch:
-        """Read ``out`` back and summarise what produced it."""
-        output = self.read(out)
+    def launch(self, out: Tensor | tuple[Tensor, ...]) -> Launch:
+        """Read ``out`` (or each output of a tuple) back and summarise what produced it."""
+        output = tuple(self.read(t) for t in out) if isinstance(out, tuple) else self.read(out)
         main = [d for d in self.dispatches if not d.prepack and not d.skipped][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)

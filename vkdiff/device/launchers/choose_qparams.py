@@ -50,9 +50,11 @@ def with_zp_suffix(graph: ComputeGraph, name: str, zp_dtype: str) -> str:
     return suffixed if graph.ctx.has(suffixed) or not graph.ctx.has(name) else name
 
 
-def resize_choose_qparams_per_row(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
+def resize_choose_qparams_per_row(args: Mapping[str, Any], dtype: Any = None) -> list[tuple[tuple[int, ...], Any]]:
+    """``resize_choose_qparams_per_row``: scales and zero points ``[..., H]`` in their requested dtypes."""
     x = np.asarray(args["input"])
-    return (*x.shape[:-1],), x.dtype
+    rows = (*x.shape[:-1],)
+    return [(rows, np.dtype(args.get("scale_dtype") or x.dtype)), (rows, np.dtype(args.get("zero_point_dtype") or "int8"))]
 
 
 class UnsupportedInputError(ValueError):
@@ -68,7 +70,8 @@ def can_use_per_row(x: Tensor, block_size) -> bool:
                 and all(int(b) == 1 for b in block_size[:-1]))
 
 
-@register_op(OP, output=resize_choose_qparams_per_row, constants=(), ports=PORTS)
+@register_op(OP, output=resize_choose_qparams_per_row, constants=(), ports=PORTS,
+             placements={"out0": "texture3d", "out1": "texture3d"})
 def choose_qparams_affine_impl(graph: ComputeGraph, args: Mapping[str, Any], out: tuple[Tensor, Tensor]) -> None:
     """``choose_qparams_affine_impl`` → ``add_choose_qparams_per_row_node``."""
     x = args["input"]

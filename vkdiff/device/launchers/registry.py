@@ -29,9 +29,9 @@ from vkdiff.device.ports import Port, registers, stale_files
 from vkdiff.device.resources import Storage, Tensor
 
 
-OutputSpec = Callable[[Mapping[str, Any], Any], tuple[tuple[int, ...], Any]]
-"""(arguments by schema name, requested output dtype or None) → output (shape, dtype): what the graph
-would allocate for the op's output value."""
+OutputSpec = Callable[[Mapping[str, Any], Any], Any]
+"""(arguments by schema name, requested output dtype or None) → output (shape, dtype), or a list of them for
+an op returning a tuple: what the graph would allocate for the op's output values."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -51,7 +51,8 @@ class Launcher:
     registered_in: str
     """The file (under ``backends/vulkan/``) whose ``VK_REGISTER_OP`` names the op for this implementation."""
     placements: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """Storage of tensor arguments whose shaders declare a fixed one (dq8ca's activation qparams: texture3d)."""
+    """Storage of tensor arguments (by name) and outputs (``out0``, ``out1``...) whose shaders declare a fixed
+    one (dq8ca's activation qparams, choose_qparams' outputs: texture3d)."""
 
 
 LAUNCHERS: dict[str, list[Launcher]] = {}
@@ -143,8 +144,11 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
             values[name] = TensorRef(id=name, data=value)
         else:
             values[name] = graph_input(graph, value, launcher.placements.get(name, storage), "width", label=name)
-    shape, out_dtype = launcher.output(args, dtype)
-    out = graph.add_tensor(shape, np.dtype(out_dtype).name, storage, "width", label="output")
+    spec = launcher.output(args, dtype)
+    outs = tuple(graph.add_tensor(shape, np.dtype(out_dtype).name, launcher.placements.get(f"out{i}", storage),
+                                  "width", label=f"output{i}")
+                 for i, (shape, out_dtype) in enumerate(spec if isinstance(spec, list) else [spec]))
+    out = outs if isinstance(spec, list) else outs[0]
     launcher.add_node(graph, values, out, **options)
     return graph.launch(out)
 
