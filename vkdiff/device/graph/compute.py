@@ -112,7 +112,7 @@ class ComputeGraph:
 
     def sizes_ubo(self, tensor: Tensor) -> Any:
         """``sizes_ubo``: WHCN ``ivec4`` sizes."""
-        return self.uniform(_spec_of(tensor).sizes_block(), "sizes")
+        return self.uniform(tensor.spec.sizes_block(), "sizes")
 
     def get_cached_prepack(self, ref: TensorRef, kernel_name: str) -> Tensor | None:
         """``ComputeGraph::get_cached_prepack``: the tensor ``ref`` was already packed into by ``kernel_name``."""
@@ -150,8 +150,6 @@ class ComputeGraph:
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """A width-packed tensor's raw contents in its logical shape (poison kept: no shader in between)."""
-        if tensor.spec is None:
-            return resources.read(self.device, tensor)
         if tensor.spec.layout != "width":
             raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: read it through staging.read_nchw")
         raw = resources.read(self.device, tensor)
@@ -185,13 +183,6 @@ def create_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int
     for rank, axis in enumerate(order):
         out[axis] = local[rank]
     return tuple(out)  # type: ignore[return-value]
-
-
-def _spec_of(tensor: Tensor) -> TensorSpec:
-    """A tensor's metadata; tensors made outside the graph (kernel-case inputs) get width-packed metadata."""
-    if tensor.spec is not None:
-        return tensor.spec
-    return TensorSpec(tuple(tensor.shape), tensor.dtype.name, tensor.storage, "width")
 
 
 def _named_binding(exc: DtypeMismatchError, ctx: DeviceContext, shader: str) -> DtypeMismatchError:
