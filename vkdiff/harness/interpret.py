@@ -26,6 +26,8 @@ UnsupportedOpError = reference.UnsupportedOpError
 
 def _value(delegate: Delegate, env: Env, vid: int) -> Any:
     """A value as a reference op takes it: tensors in their declared dtype, lists element-wise, scalars as is."""
+    if vid in env and vid not in delegate.tensors:
+        return env[vid]
     if vid in env:
         array = env[vid]
     elif vid in delegate.constants:
@@ -41,7 +43,15 @@ def _value(delegate: Delegate, env: Env, vid: int) -> Any:
 
 
 def arguments(delegate: Delegate, call: Call, env: Env) -> dict[str, Any]:
-    """The call's arguments by schema name, with ``Null`` dtypes recovered from its outputs."""
+    """The call's arguments by schema name, with ``Null`` dtypes recovered from its outputs.
+
+    A constant the op writes in place (a KV cache) is first copied into ``env``: the op mutates
+    that copy, later ops read it, and the delegate's own constants stay untouched.
+    """
+    for argument in call.schema.arguments:
+        vid = call.args.get(argument.name)
+        if argument.mutable and vid in delegate.constants and vid not in env:
+            env[vid] = np.array(delegate.constants[vid])
     args = {name: _value(delegate, env, vid) for name, vid in call.args.items()}
     for name, index in DTYPE_FROM_OUTPUT.get(call.schema.name, {}).items():
         if args.get(name) is None and index < len(call.outputs) and call.outputs[index] in delegate.tensors:
@@ -55,9 +65,12 @@ def _store(delegate: Delegate, env: Env, call: Call, produced: Any) -> None:
         raise UnsupportedOpError(f"{call.op.name} returned {len(values)} outputs, the graph declares "
                                  f"{len(call.outputs)}")
     for vid, value in zip(call.outputs, values):
+        if vid not in delegate.tensors:
+            env[vid] = value
+            continue
         array = np.asarray(value)
-        dims = delegate.tensors[vid].dims if vid in delegate.tensors else None
-        env[vid] = array.reshape(dims) if dims is not None and array.size == int(np.prod(dims)) else array
+        dims = delegate.tensors[vid].dims
+        env[vid] = array.reshape(dims) if array.size == int(np.prod(dims)) else array
 
 
 def _has_reference(op: str) -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from vkdiff.reference import aten
+from vkdiff.reference import aten, llm
 from vkdiff.reference.embedding import embedding_q4gsw
 from vkdiff.reference.linear import dequantize_q4gsw_weight, linear_dq8ca_q4gsw, linear_float64
 from vkdiff.reference.quant import choose_qparams_affine
@@ -149,3 +149,30 @@ def _clone(self, memory_format=None):
 @reference_op("aten._to_copy.default")
 def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     return aten.to_copy(self, dtype)
+
+
+reference_op("et_vk.rms_norm.default")(llm.rms_norm)
+reference_op("et_vk.apply_rotary_emb.default")(llm.apply_rotary_emb)
+reference_op("et_vk.apply_rotary_emb_hf.default")(llm.apply_rotary_emb_hf)
+reference_op("llama.sdpa_with_kv_cache.default")(llm.sdpa_with_kv_cache)
+reference_op("aten.embedding.default")(llm.embedding)
+reference_op("aten.slice_copy.Tensor")(llm.slice_copy)
+reference_op("aten.select_copy.int")(llm.select_copy)
+reference_op("et_vk.select_as_symint.default")(llm.select_as_symint)
+
+
+@reference_op("et_vk.prepack.default")
+def _prepack(x):
+    """Moves a constant to the device: the value is unchanged."""
+    return np.array(x, np.float64) if np.asarray(x).dtype.kind == "f" else np.array(x)
+
+
+@reference_op("aten.sym_size.int")
+def _sym_size(self, dim):
+    return int(np.shape(self)[int(dim)])
+
+
+reference_op("_operator.add.default")(lambda a, b: int(a) + int(b))
+reference_op("_operator.sub.default")(lambda a, b: int(a) - int(b))
+reference_op("_operator.mul.default")(lambda a, b: int(a) * int(b))
+reference_op("_operator.floordiv.default")(lambda a, b: int(a) // int(b))

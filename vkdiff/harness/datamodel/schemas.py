@@ -31,6 +31,8 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "et_vk::select_as_symint(Tensor x, int dim, int index) -> SymInt",
     "et_vk::rms_norm(Tensor x, Tensor weight, float eps) -> Tensor",
     "et_vk::apply_rotary_emb(Tensor xq, Tensor xk, Tensor freqs_cos, Tensor freqs_sin) -> (Tensor, Tensor)",
+    "et_vk::apply_rotary_emb_hf(Tensor xq, Tensor xk, Tensor freqs_cos, Tensor freqs_sin, SymInt start_pos) -> "
+    "(Tensor, Tensor)",
     "et_vk::sdpa(Tensor q, Tensor k, Tensor v, Tensor? attn_mask=None, float? scale=None) -> Tensor",
     "et_vk::prepack(Tensor x) -> Tensor",
     # torchao: affine quantization primitives
@@ -110,6 +112,11 @@ class Argument:
     """Default as written (``None``, ``False``, ``-1``), or None when required."""
     kwarg_only: bool = False
     """Declared after ``*``."""
+
+    @property
+    def mutable(self) -> bool:
+        """The op writes this argument in place (``Tensor(a!)``)."""
+        return "!" in self.type
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
