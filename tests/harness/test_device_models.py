@@ -100,7 +100,7 @@ def test_an_op_without_launcher_is_not_run_naming_it(et_ctx, et_tree, monkeypatc
     assert result.status == Status.NOT_RUN.name and "aten.sigmoid.default" in result.reason
 
 
-def test_every_node_output_is_probed_once(et_ctx, et_tree):
+def test_inputs_and_outputs_are_probed_in_their_declared_dims(et_ctx, et_tree):
     from vkdiff.device.routing import route_for
     from vkdiff.harness.lower import lower
 
