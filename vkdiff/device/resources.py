@@ -32,7 +32,10 @@ class Tensor:
     buffer_shape: tuple[int, ...] = ()
     """Shape of the raw buffer contents (for buffers that hold packed data)."""
     spec: Any = None
-    """``TensorSpec`` (ET-VK's vTensor metadata) of tensors the graph runtime allocates, else None."""
+    """``TensorSpec`` (ET-VK's vTensor metadata) of tensors the graph runtime allocates, else None; its sizes
+    follow ``virtual_resize``."""
+    allocated: Any = None
+    """The ``TensorSpec`` the storage was sized for (the serialized, maximal sizes)."""
 
 
 def _byte_view(data: bytes | np.ndarray) -> np.ndarray:
@@ -121,7 +124,7 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
         data = layouts.poison_like((count,), element)
         return Tensor(shape=tuple(spec.sizes), dtype=element,
                       storage="buffer", handle=_buffer(device, data, wgpu.BufferUsage.STORAGE, label),
-                      buffer_shape=(count,), spec=spec)
+                      buffer_shape=(count,), spec=spec, allocated=spec)
     if element not in layouts.TEXEL_FORMATS:
         raise DeviceLimitError(f"{label}: no texture format for dtype {element}")
     extent = spec.extents
@@ -137,7 +140,8 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
     device.queue.write_texture({"texture": handle}, _byte_view(texels),
                                {"bytes_per_row": extent[0] * 4 * element.itemsize, "rows_per_image": extent[1]},
                                extent)
-    return Tensor(shape=tuple(spec.sizes), dtype=element, storage=spec.storage, handle=handle, spec=spec)
+    return Tensor(shape=tuple(spec.sizes), dtype=element, storage=spec.storage, handle=handle, spec=spec,
+                  allocated=spec)
 
 
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:

@@ -32,7 +32,9 @@ def test_round_trip_is_exact(et_ctx, route, shape, dtype, storage, layout):
     data = (rng.standard_normal(shape) * 50).astype(dtype)
     graph = ComputeGraph(et_ctx, route_for(route, et_ctx.info))
     tensor = graph_input(graph, data, storage, layout)
-    back = read_nchw(graph, tensor).get()
+    back = read_nchw(graph, tensor)
+    graph.execute()
+    back = back.get()
     np.testing.assert_array_equal(back.astype(dtype), data)
     assert graph.dispatches[0].shader.startswith("nchw_to_")
 
@@ -41,7 +43,9 @@ def test_width_packed_texels_are_what_numpy_packs(et_ctx):
     """``nchw_to_image`` writes the texels ``layouts.to_texels`` computes (read raw, no shader in between)."""
     data = np.arange(3 * 5 * 7, dtype=np.float32).reshape(3, 5, 7)
     graph = ComputeGraph(et_ctx)
-    np.testing.assert_array_equal(graph.read(graph_input(graph, data, "texture3d", "width")), data)
+    tensor = graph_input(graph, data, "texture3d", "width")
+    graph.execute()
+    np.testing.assert_array_equal(graph.read(tensor), data)
 
 
 def test_integrated_routes_read_without_coalescing(et_ctx):

@@ -74,4 +74,5 @@ def test_tied_weight_is_packed_once_for_the_embedding_and_the_lm_head(et_ctx, rn
     assert [d.shader for d in graph.dispatches if d.shader.startswith("pack_q4")] == ["pack_q4_linear_weight_texture2d"]
     rows = reference.embedding_q4gsw(np.array([[3, 1, 4, 1, 5]]), table, scales, group, True)
     expected = reference.linear_q4gsw(rows.astype(np.float32), table, scales_t, group)
+    graph.execute()
     np.testing.assert_allclose(graph.read(logits), expected, rtol=1e-4, atol=1e-4)

@@ -122,6 +122,7 @@ def test_two_consumers_of_one_weight_prepack_it_once(et_ctx):
     outs = [graph.add_tensor(prepared.expected.shape, "float32", "buffer") for _ in range(2)]
     for out in outs:
         quantized_linear_impl(graph, shared, out)
+    graph.execute()
     packs = [d for d in graph.dispatches if d.prepack and d.shader.startswith("pack_q4")]
     assert [d.shader for d in packs] == ["pack_q4_linear_weight_texture2d"]
     assert len([d for d in graph.dispatches if d.shader.startswith("linear_q4gsw_tiled")]) == 2

@@ -48,6 +48,7 @@ def test_each_use_packs_the_weight_again(et_ctx):
     outs = [graph.add_tensor((5, 32), "float32", "buffer") for _ in range(2)]
     for out in outs:
         q4gsw_linear(graph, args, out)
+    graph.execute()
     packs = [d.shader for d in graph.dispatches if d.shader.startswith("pack_q4")]
     assert packs == ["pack_q4_linear_weight__w_4x8_nc_buffer"] * 2
     gated = [d for d in graph.dispatches if d.shader.startswith("q4gsw_linear_gemv")]

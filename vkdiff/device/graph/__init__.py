@@ -6,7 +6,7 @@ metadata port; ``staging`` moves data in and out through the tree's own
 Vulkan delegate node by node.
 """
 
-from vkdiff.device.graph.compute import ComputeGraph, DispatchRecord, Launch, TensorRef
+from vkdiff.device.graph.compute import ComputeGraph, DispatchRecord, Launch, SymInt, TensorRef
 from vkdiff.device.graph.vtensor import TensorSpec
 
-__all__ = ["ComputeGraph", "DispatchRecord", "Launch", "TensorRef", "TensorSpec"]
+__all__ = ["ComputeGraph", "DispatchRecord", "Launch", "SymInt", "TensorRef", "TensorSpec"]

@@ -1,21 +1,33 @@
-"""The part of ET-VK's ``ComputeGraph`` that launchers compose on: tensors, constants, prepack cache, dispatches.
+"""The part of ET-VK's ``ComputeGraph`` that launchers compose on: tensors, SymInts, prepack cache, nodes.
 
 A launcher's op function adds nodes to a ``ComputeGraph`` the way an ``ops/impl/*.cpp``
-function does: it prepacks constants (``TensorRef`` → device tensor, once per
-(constant, packing kernel) through the prepack cache, as ``ComputeGraph::
-get_cached_prepack`` / ``cache_prepack`` key it) and dispatches shaders on device
-tensors. Nothing is read back inside the graph; ``read`` is for the graph's outputs.
-Dispatches run as they are added (wgpu orders them); each is logged with its
-shader, workgroup sizes and spec constants. Tensors the graph allocates carry their
-``TensorSpec`` (``vTensor`` metadata), from which the UBOs and push constants shaders
-read are built; a dispatch whose global size is zero on some axis (ET-VK's gated
-GEMM/GEMV pairs) is logged and neither built nor run, as no invocation would execute.
+function does. Prepack nodes (constants: ``TensorRef`` → device tensor, once per
+(constant, packing kernel) through the prepack cache, as ``get_cached_prepack`` /
+``cache_prepack`` key it) run as they are added. Execute nodes are kept and run, in
+order, by every ``execute()``, as the C++ graph re-runs its command buffer.
+
+Dynamic shapes follow ``ComputeGraph::propagate_resize``: ``resize_input`` and
+``virtual_resize`` change a tensor's sizes (its storage keeps the serialized,
+maximal size) and mark it updated; ``set_symint`` marks a SymInt updated when its
+value changes. ``propagate_resize`` then visits every node: a node any of whose
+arguments was updated (or whose shape is data dependent) runs its resize function,
+and a dynamic dispatch node (``DynamicDispatchNode``: shader, global or local size
+given as callables) re-picks them. Tensor metadata UBOs (``meta_ubo``, ``sizes_ubo``…)
+belong to the tensor and follow its resizes; push constants given as callables
+are read at each encode (``sizes_pc_of``); bytes and ``uniform`` buffers are fixed at
+build (by-value ``PushConstantDataInfo``, ``create_params_buffer``), so a resize
+function that forgets one leaves it stale, as on a phone.
+
+Each dispatch is logged with its shader, workgroup sizes and spec constants; one
+whose global size is zero on some axis (ET-VK's gated GEMM/GEMV pairs) is logged
+and neither built nor run, as no invocation would execute.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+import time
+from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -56,6 +68,73 @@ class DispatchRecord:
     """Index of the delegate's op that added it (None outside a delegate, e.g. staging)."""
     skipped: bool = False
     """Global size was zero on some axis: logged, not built, not run."""
+    execution: int = 0
+    """Which ``execute()`` issued it (0: the build, where prepack nodes run)."""
+
+
+class SymInt:
+    """ET-VK ``SymInt``: a host integer with its own params buffer, set by host nodes (``set_symint``)."""
+
+    def __init__(self, value: int):
+        self.value = int(value)
+        self.ubo: Any = None
+        """The ``int`` params buffer (``get_or_create_int_param_buffer``), made on first use."""
+
+    def __repr__(self) -> str:
+        return f"SymInt({self.value})"
+
+
+T = TypeVar("T")
+Picked = Union[T, Callable[[], T]]
+"""A dispatch parameter fixed at build, or picked by a callable after each resize (``DynamicDispatchNode``)."""
+PushConstant = Union[bytes, Callable[[], bytes]]
+"""By-value bytes, or a callable read at each encode (a ``*_pc_of`` of a tensor)."""
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class ExecuteNode:
+    """One node of the execute chain: a dispatch, or host work (SymInt ops) with a resize function."""
+
+    node: int | None
+    """Delegate op that added it (None: staging and probes)."""
+    args: tuple
+    """Tensors and SymInts whose update makes the node resize (``ArgGroup`` refs and resize args)."""
+    resize: Callable[[], None] | None = None
+    """The op's resize function (``virtual_resize`` of its outputs, updates of its own params)."""
+    data_dependent: bool = False
+    """Resize on every execution (``select_as_symint`` reads input data)."""
+    run: Callable[[], None] | None = None
+    """Host work at execute time (reads and writes during it dispatch at once)."""
+    shader: Picked[str] | None = None
+    global_wg: Picked[tuple[int, int, int]] | None = None
+    local_wg: Picked[tuple[int, int, int]] | None = None
+    """None: ``create_local_wg_size`` of the global size (``default_pick_local_wg_size``)."""
+    resources: Sequence[Any] = ()
+    spec: Mapping[int, int | float | bool] = dataclasses.field(default_factory=dict)
+    immediates: Sequence[PushConstant] = ()
+    picked: tuple[str, tuple[int, int, int], tuple[int, int, int]] | None = None
+    """Shader, global and local size as last picked."""
+
+    def pick(self, first: bool = False) -> None:
+        """Evaluate the dynamic parameters (all of them the first time)."""
+        current = self.picked
+        shader = self.shader() if callable(self.shader) else self.shader
+        global_wg = self.global_wg() if callable(self.global_wg) else self.global_wg
+        if self.local_wg is None:
+            local_wg = create_local_wg_size(global_wg)
+        else:
+            local_wg = self.local_wg() if callable(self.local_wg) else self.local_wg
+        if first or current is None:
+            self.picked = (shader, tuple(global_wg), tuple(local_wg))
+            return
+        self.picked = (shader if callable(self.shader) else current[0],
+                       tuple(global_wg) if callable(self.global_wg) else current[1],
+                       tuple(local_wg) if callable(self.local_wg) or self.local_wg is None and callable(self.global_wg)
+                       else current[2])
+
+    @property
+    def dynamic(self) -> bool:
+        return any(callable(p) for p in (self.shader, self.global_wg, self.local_wg))
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -81,7 +160,7 @@ class Launch:
 
 
 class ComputeGraph:
-    """Device tensors, the prepack cache and the dispatch log of one graph on one device."""
+    """Device tensors, SymInts, the prepack cache and the execute chain of one graph on one device."""
 
     def __init__(self, ctx: DeviceContext, route: Route | None = None):
         self.ctx = ctx
@@ -89,10 +168,24 @@ class ComputeGraph:
         self.route = route or route_for("native", ctx.info)
         """Device properties ET-VK's host code routes on (see ``vkdiff.device.routing``)."""
         self.dispatches: list[DispatchRecord] = []
+        """Prepack dispatches of the build, then those of the latest ``execute()``."""
+        self.execute_nodes: list[ExecuteNode] = []
+        self.executions = 0
         self.polyfilled = False
         self.node: int | None = None
-        """The delegate op being added (recorded on each dispatch)."""
+        """The delegate op being added (recorded on each node)."""
+        self.node_seconds: dict[int | None, float] = {}
+        """Host time per op in the latest resize + execute (picking, encoding, submitting)."""
+        self._executing = False
+        self._updated: set[int] = set()
+        self._live_ubos: dict[int, dict[str, Any]] = {}
         self._prepack_cache: dict[tuple[int | str, str], Tensor] = {}
+        self.input_stagings: dict[int, Any] = {}
+        """Staging of each graph input, by ``id`` of its tensor (``staging_of``)."""
+        self.states: dict[int | str, Tensor] = {}
+        """Device tensors standing for constants an op mutates (KV caches), by constant id."""
+
+    # -- values --------------------------------------------------------------------------------------------------
 
     def add_tensor(self, sizes: Sequence[int], dtype: str, storage: Storage, layout: Layout = "width",
                    label: str = "tensor") -> Tensor:
@@ -102,17 +195,97 @@ class ComputeGraph:
         spec = TensorSpec(tuple(int(s) for s in sizes), dtype, storage, layout)
         return resources.allocate(self.device, spec, label)
 
+    def virtual_resize(self, tensor: Tensor, sizes: Sequence[int]) -> None:
+        """``ComputeGraph::virtual_resize``: new sizes within the allocation; its metadata UBOs follow."""
+        sizes = tuple(int(s) for s in sizes)
+        if sizes == tuple(tensor.spec.sizes):
+            return
+        spec = dataclasses.replace(tensor.spec, sizes=sizes)
+        if spec.storage == "buffer" and spec.physical_numel > max(tensor.buffer_shape or (0,)):
+            raise ValueError(f"virtual_resize of {list(tensor.spec.sizes)} to {list(sizes)} exceeds its buffer")
+        if spec.storage != "buffer" and any(a > b for a, b in zip(spec.extents, tensor.allocated.extents)):
+            raise ValueError(f"virtual_resize of {list(tensor.spec.sizes)} to {list(sizes)} exceeds its image")
+        tensor.spec = spec
+        for kind, ubo in self._live_ubos.get(id(tensor), {}).items():
+            self.device.queue.write_buffer(ubo, 0, _BLOCKS[kind](spec))
+        self._updated.add(id(tensor))
+
+    def set_symint(self, symint: SymInt, value: int) -> None:
+        """``ComputeGraph::set_symint``: a changed value marks it updated and rewrites its params buffer."""
+        if symint.value == int(value):
+            return
+        symint.value = int(value)
+        if symint.ubo is not None:
+            self.device.queue.write_buffer(symint.ubo, 0, np.array([symint.value], np.int32).tobytes())
+        self._updated.add(id(symint))
+
+    @staticmethod
+    def read_symint(value: SymInt | int) -> int:
+        """``ComputeGraph::read_symint``: a SymInt's value, or a plain int."""
+        return value.value if isinstance(value, SymInt) else int(value)
+
+    def was_value_updated(self, value: Any) -> bool:
+        """Updated in this resize pass (lists: any element)."""
+        if isinstance(value, (list, tuple)):
+            return any(self.was_value_updated(v) for v in value)
+        return id(value) in self._updated
+
+    def mark_updated(self, value: Any) -> None:
+        """``resize_input`` marks the input's staging updated (nodes reading the input then resize)."""
+        self._updated.add(id(value))
+
+    def bind_state(self, ref: TensorRef, tensor: Tensor) -> None:
+        """Record that ``tensor`` holds the state of the mutable constant ``ref`` (a KV cache), for probing."""
+        self.states[ref.id] = tensor
+
+    # -- params --------------------------------------------------------------------------------------------------
+
     def uniform(self, data: bytes, label: str = "ubo") -> Any:
-        """A params buffer (``ParamsBuffer``) holding ``data``."""
+        """A params buffer holding ``data``, fixed at build (``create_params_buffer``)."""
         return resources.uniform(self.device, data, label)
 
+    def update_uniform(self, ubo: Any, data: bytes) -> None:
+        """``ParamsBuffer::update`` (a resize function refreshing a params buffer it owns)."""
+        self.device.queue.write_buffer(ubo, 0, data)
+
+    def _live(self, tensor: Tensor, kind: str) -> Any:
+        owned = self._live_ubos.setdefault(id(tensor), {})
+        if kind not in owned:
+            owned[kind] = self.uniform(_BLOCKS[kind](tensor.spec), kind)
+        return owned[kind]
+
     def meta_ubo(self, tensor: Tensor) -> Any:
-        """``meta_ubo``: ``BufferMetadata`` or ``TextureMetadata`` of a graph tensor."""
-        return self.uniform(tensor.spec.meta_block(), "meta")
+        """``meta_ubo``: ``BufferMetadata`` or ``TextureMetadata`` of a graph tensor (follows resizes)."""
+        return self._live(tensor, "meta")
 
     def sizes_ubo(self, tensor: Tensor) -> Any:
-        """``sizes_ubo``: WHCN ``ivec4`` sizes."""
-        return self.uniform(tensor.spec.sizes_block(), "sizes")
+        """``sizes_ubo``: WHCN ``ivec4`` sizes (follows resizes)."""
+        return self._live(tensor, "sizes")
+
+    def strides_ubo(self, tensor: Tensor) -> Any:
+        return self._live(tensor, "strides")
+
+    def numel_ubo(self, tensor: Tensor) -> Any:
+        return self._live(tensor, "numel")
+
+    def logical_limits_ubo(self, tensor: Tensor) -> Any:
+        return self._live(tensor, "logical_limits")
+
+    def symint_ubo(self, value: SymInt | int) -> Any:
+        """``get_or_create_int_param_buffer``: a SymInt's own buffer (follows ``set_symint``), or a fixed int."""
+        if not isinstance(value, SymInt):
+            return self.uniform(np.array([int(value)], np.int32).tobytes(), "int")
+        if value.ubo is None:
+            value.ubo = self.uniform(np.array([value.value], np.int32).tobytes(), "symint")
+        return value.ubo
+
+    @staticmethod
+    def pc(tensor: Tensor, kind: str) -> Callable[[], bytes]:
+        """``sizes_pc_of`` / ``strides_pc_of`` / ``numel_pc_of`` / ``logical_limits_pc_of``: read at encode."""
+        block = _BLOCKS[kind]
+        return lambda: block(tensor.spec)
+
+    # -- prepack -------------------------------------------------------------------------------------------------
 
     def get_cached_prepack(self, ref: TensorRef, kernel_name: str) -> Tensor | None:
         """``ComputeGraph::get_cached_prepack``: the tensor ``ref`` was already packed into by ``kernel_name``."""
@@ -122,31 +295,99 @@ class ComputeGraph:
         """``ComputeGraph::cache_prepack``."""
         self._prepack_cache[(ref.id, kernel_name)] = packed
 
-    def dispatch(self, shader: str, *, global_wg: tuple[int, int, int], local_wg: tuple[int, int, int],
-                 resources: Sequence[Any], spec: Mapping[int, int | float | bool] | None = None,
-                 immediates: bytes = b"", prepack: bool = False) -> None:
-        """Build (cached) and dispatch one shader variant; ``resources[i]`` is bound to binding ``i``."""
-        spec = dict(spec or {})
-        if min(global_wg) == 0:
-            self.dispatches.append(DispatchRecord(shader=shader, global_wg=tuple(global_wg), local_wg=tuple(local_wg),
-                                                  spec=spec, prepack=prepack, node=self.node, skipped=True))
+    # -- nodes ---------------------------------------------------------------------------------------------------
+
+    def dispatch(self, shader: Picked[str], *, global_wg: Picked[tuple[int, int, int]],
+                 local_wg: Picked[tuple[int, int, int]] | None = None, resources: Sequence[Any],
+                 spec: Mapping[int, int | float | bool] | None = None,
+                 immediates: bytes | Sequence[PushConstant] = b"", prepack: bool = False,
+                 resize: Callable[[], None] | None = None, resize_args: Sequence[Any] = ()) -> None:
+        """Add a dispatch: ``resources[i]`` is bound to binding ``i``.
+
+        Prepack dispatches (and any issued while ``execute`` runs host work) run at once;
+        others join the execute chain. ``shader``, ``global_wg`` and ``local_wg`` may be
+        callables (re-picked after a resize touching the node); ``immediates`` is bytes or
+        a sequence of bytes and callables (read at encode). ``resize`` runs in
+        ``propagate_resize`` when a tensor among ``resources`` or a value in
+        ``resize_args`` was updated.
+        """
+        parts = [immediates] if isinstance(immediates, (bytes, bytearray)) else list(immediates)
+        args = tuple(r for r in resources if isinstance(r, Tensor)) + tuple(resize_args)
+        node = ExecuteNode(node=self.node, args=args, resize=resize, shader=shader, global_wg=global_wg,
+                           local_wg=local_wg, resources=tuple(resources), spec=dict(spec or {}), immediates=parts)
+        node.pick(first=True)
+        if prepack or self._executing:
+            self._encode(node, prepack=prepack)
             return
+        self.execute_nodes.append(node)
+
+    def host_node(self, *, args: Sequence[Any] = (), resize: Callable[[], None] | None = None,
+                  run: Callable[[], None] | None = None, data_dependent: bool = False) -> None:
+        """A node without a dispatch: a SymInt op's resize function, or host work at execute time."""
+        if resize is not None:
+            resize()
+        self.execute_nodes.append(ExecuteNode(node=self.node, args=tuple(args), resize=resize, run=run,
+                                              data_dependent=data_dependent))
+
+    def propagate_resize(self) -> None:
+        """``ComputeGraph::propagate_resize``: every node, in order, re-derives what its updated arguments change."""
+        for node in self.execute_nodes:
+            tick = time.perf_counter()
+            updated = any(self.was_value_updated(a) for a in node.args)
+            if node.resize is not None and (updated or node.data_dependent):
+                node.resize()
+                updated = True
+            if updated and node.shader is not None and node.dynamic:
+                node.pick()
+            self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
+
+    def execute(self) -> None:
+        """``ComputeGraph::execute``: encode and submit every execute node with current parameters."""
+        self.executions += 1
+        self.dispatches = [d for d in self.dispatches if d.execution == 0]
+        self._executing = True
         try:
-            pipeline, built = self.ctx.kernel(shader, spec, local_wg)
-            self.polyfilled |= built.polyfilled
-            dispatch_pipeline(self.device, pipeline, resources, global_wg, immediates, label=shader)
-        except DtypeMismatchError as exc:
-            raise _named_binding(exc, self.ctx, shader) from None
-        except Exception as exc:
-            exc.shader = shader
-            raise
-        self.dispatches.append(DispatchRecord(shader=shader, global_wg=tuple(global_wg), local_wg=tuple(local_wg),
-                                              spec=spec, prepack=prepack, node=self.node))
+            for node in self.execute_nodes:
+                tick = time.perf_counter()
+                try:
+                    if node.run is not None:
+                        node.run()
+                    if node.shader is not None:
+                        self._encode(node)
+                except Exception as exc:
+                    if node.node is not None and getattr(exc, "node_index", None) is None:
+                        exc.node_index = node.node
+                    raise
+                self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
+        finally:
+            self._executing = False
+            self._updated.clear()
+
+    def _encode(self, node: ExecuteNode, prepack: bool = False) -> None:
+        shader, global_wg, local_wg = node.picked
+        record = DispatchRecord(shader=shader, global_wg=global_wg, local_wg=local_wg, spec=dict(node.spec),
+                                prepack=prepack, node=node.node, skipped=min(global_wg) == 0,
+                                execution=0 if prepack else self.executions)
+        if not record.skipped:
+            immediates = b"".join(p() if callable(p) else bytes(p) for p in node.immediates)
+            try:
+                pipeline, built = self.ctx.kernel(shader, node.spec, local_wg)
+                self.polyfilled |= built.polyfilled
+                dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader)
+            except DtypeMismatchError as exc:
+                raise _named_binding(exc, self.ctx, shader) from None
+            except Exception as exc:
+                exc.shader = shader
+                raise
+        self.dispatches.append(record)
 
     def log_copy(self, shader: str, prepack: bool = True) -> None:
         """Record a staging step done as a byte copy (see ``staging``)."""
         self.dispatches.append(DispatchRecord(shader=f"copy:{shader}", global_wg=(0, 0, 0), local_wg=(0, 0, 0),
-                                              spec={}, prepack=prepack, node=self.node, skipped=True))
+                                              spec={}, prepack=prepack, node=self.node, skipped=True,
+                                              execution=0 if prepack else self.executions))
+
+    # -- results -------------------------------------------------------------------------------------------------
 
     def read(self, tensor: Tensor) -> np.ndarray:
         """A width-packed tensor's raw contents in its logical shape (poison kept: no shader in between)."""
@@ -158,7 +399,8 @@ class ComputeGraph:
         return raw
 
     def launch(self, out: Tensor | tuple[Tensor, ...]) -> Launch:
-        """Read ``out`` (or each output of a tuple) back and summarise what produced it."""
+        """Execute the graph once, read ``out`` (or each output of a tuple) back and summarise what produced it."""
+        self.execute()
         output = tuple(self.read(t) for t in out) if isinstance(out, tuple) else self.read(out)
         main = [d for d in self.dispatches if not d.prepack and not d.skipped][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
@@ -166,6 +408,11 @@ class ComputeGraph:
         return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, shaders=shaders,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
 
+
+_BLOCKS: dict[str, Callable[[TensorSpec], bytes]] = {
+    "meta": TensorSpec.meta_block, "sizes": TensorSpec.sizes_block, "strides": TensorSpec.strides_block,
+    "numel": TensorSpec.numel_block, "logical_limits": TensorSpec.logical_limits_block}
+"""Tensor metadata blocks by UBO / push-constant kind."""
 
 def create_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int]:
     """``ComputeGraph::create_local_wg_size`` (no override configured)."""

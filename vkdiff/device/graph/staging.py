@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from vkdiff.device import resources
-from vkdiff.device.graph.compute import ComputeGraph, TensorRef, create_local_wg_size
+from vkdiff.device.graph.compute import ComputeGraph, TensorRef
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.ports import Port
 from vkdiff.device.resources import Tensor
@@ -91,13 +91,65 @@ def staging_buffer(graph: ComputeGraph, data: np.ndarray, label: str) -> Tensor:
     return resources.buffer_tensor(graph.device, flat, label)
 
 
+@dataclasses.dataclass(eq=False)
+class InputStaging:
+    """A graph input's staging buffer, sized for the serialized sizes; the host fills it before each execute."""
+
+    graph: ComputeGraph
+    tensor: Tensor
+    buffer: Tensor
+    dtype: str
+    """Staging dtype."""
+    data: np.ndarray | None = None
+    """The host copy of the latest input (``select_as_symint`` reads it, as ET-VK reads the staging buffer)."""
+
+    def copy_in(self, array: np.ndarray) -> None:
+        """``copy_into_staging``: NCHW data of the tensor's current sizes."""
+        data = np.ascontiguousarray(np.asarray(array).astype(self.dtype, copy=False)).reshape(-1)
+        if data.nbytes > self.buffer.handle.size:
+            raise ValueError(f"input of {data.size} elements exceeds its staging buffer "
+                             f"({self.buffer.handle.size} bytes): larger than the serialized sizes")
+        raw = data.view(np.uint8)
+        if raw.size % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
+        self.graph.device.queue.write_buffer(self.buffer.handle, 0, raw)
+        self.data = np.asarray(array).astype(self.dtype, copy=False)
+
+
+def add_input_staging(graph: ComputeGraph, tensor: Tensor, dtype: str | None = None) -> InputStaging:
+    """``add_staging_to_tensor_node`` for a graph input: its staging buffer and the copy node."""
+    spec = tensor.spec
+    staging = staging_dtype(graph, dtype or spec.dtype)
+    count = max(tensor.allocated.numel, 1)
+    buffer = staging_buffer(graph, np.zeros(count, staging), "staging_in")
+    entry = InputStaging(graph=graph, tensor=tensor, buffer=buffer, dtype=staging)
+    graph.input_stagings[id(tensor)] = entry
+    shader = nchw_to_tensor_shader(graph, spec, staging)
+    if spec.storage == "buffer" and _is_bitw8(spec.dtype) and not graph.route.int8_buffers:
+        def copy() -> None:
+            graph.device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(entry.data).view(np.uint8).reshape(-1))
+            graph.log_copy(shader, prepack=False)
+        graph.host_node(args=(tensor,), run=copy)
+        return entry
+    bitw8 = shader.startswith("nchw_to_bitw8")
+    graph.dispatch(shader, global_wg=lambda: global_wg(tensor.spec), resources=[tensor, buffer,
+                   *([] if bitw8 else [graph.meta_ubo(tensor)])],
+                   spec={3: spec.hashed_layout, 4: 0} if bitw8 else {3: spec.hashed_layout},
+                   immediates=[graph.pc(tensor, "sizes")] if bitw8 else b"")
+    return entry
+
+
 def write_nchw(graph: ComputeGraph, tensor: Tensor, array: np.ndarray, *, prepack: bool = False,
                transpose_hw: bool = False) -> None:
-    """``add_staging_to_tensor_node`` (inputs) or ``add_prepack_standard_node`` (constants, ``prepack``).
+    """``add_prepack_standard_node`` (constants, ``prepack``: runs now) or an input written at each execute.
 
     The staging dtype is the data's (a constant's own dtype, half as float without
     float16 buffers), so float32 scales prepacked into a half tensor use ``*_half_float``.
+    Called while the graph executes host work (a test's fault injection) it writes at once.
     """
+    if not prepack:
+        add_input_staging(graph, tensor, np.asarray(array).dtype.name).copy_in(array)
+        return
     spec = tensor.spec
     staging = staging_dtype(graph, np.asarray(array).dtype.name)
     shader = nchw_to_tensor_shader(graph, spec, staging)
@@ -110,46 +162,46 @@ def write_nchw(graph: ComputeGraph, tensor: Tensor, array: np.ndarray, *, prepac
     bitw8 = shader.startswith("nchw_to_bitw8")
     ubos = [] if bitw8 else [graph.meta_ubo(tensor)]
     pcs = spec.sizes_block() if bitw8 else b""
-    if prepack and spec.storage == "buffer":
+    if spec.storage == "buffer":
         pcs = spec.sizes_block() + spec.strides_block() + spec.numel_block()
-    spec_constants = {3: spec.hashed_layout, 4: int(transpose_hw)} if (prepack or bitw8) else {3: spec.hashed_layout}
-    wg = global_wg(spec)
-    graph.dispatch(shader, global_wg=wg, local_wg=create_local_wg_size(wg), resources=[tensor, src, *ubos],
-                   spec=spec_constants, immediates=pcs, prepack=prepack)
+    graph.dispatch(shader, global_wg=global_wg(spec), resources=[tensor, src, *ubos],
+                   spec={3: spec.hashed_layout, 4: int(transpose_hw)}, immediates=pcs, prepack=True)
 
 
 @dataclasses.dataclass
 class Readback:
-    """A tensor's contents copied to a staging buffer by a ``*_to_nchw`` dispatch; ``get`` maps it."""
+    """A staging buffer a ``*_to_nchw`` node fills at each execute; ``get`` maps it."""
 
     graph: ComputeGraph
     buffer: Tensor
-    spec: TensorSpec
+    tensor: Tensor
     dtype: str
 
     def get(self) -> np.ndarray:
-        """The tensor in NCHW order, its declared sizes, in the staging dtype (8-bit as their own dtype)."""
+        """The tensor in NCHW order at its current sizes, in the staging dtype (8-bit as their own dtype)."""
         raw = resources.read(self.graph.device, self.buffer).view(np.uint8)
         dtype = np.dtype(self.dtype)
-        count = self.spec.numel
-        return np.frombuffer(raw[: count * dtype.itemsize].tobytes(), dtype).reshape(self.spec.sizes).copy()
+        spec = self.tensor.spec
+        return np.frombuffer(raw[: spec.numel * dtype.itemsize].tobytes(), dtype).reshape(spec.sizes).copy()
 
 
 def read_nchw(graph: ComputeGraph, tensor: Tensor) -> Readback:
-    """``add_tensor_to_staging_node``: dispatch the copy now, map it later (``Readback.get``)."""
+    """``add_tensor_to_staging_node``: a node copying the tensor out at each execute (at once during one)."""
     spec = tensor.spec
     staging = staging_dtype(graph, spec.dtype)
     shader = tensor_to_nchw_shader(graph, spec, staging)
-    words = -(-spec.numel * np.dtype(staging).itemsize // 4)
+    count = tensor.allocated.numel
+    words = -(-count * np.dtype(staging).itemsize // 4)
     out = resources.buffer_tensor(graph.device, np.full(max(words, 4), 0x7FA5A5A5, np.uint32), "staging_out")
     if shader.startswith("bitw8_image"):
-        wg, ubos, pcs = (-(-spec.numel // 4), 1, 1), [], spec.sizes_block() + spec.numel_block()
+        wg, ubos, pcs = (-(-count // 4), 1, 1), [], [graph.pc(tensor, "sizes"), graph.pc(tensor, "numel")]
+    elif "_coalesced" in shader:
+        wg, ubos, pcs = (count, 1, 1), [graph.meta_ubo(tensor)], b""
     else:
-        wg = (spec.numel, 1, 1) if "_coalesced" in shader else global_wg(spec)
-        ubos, pcs = [graph.meta_ubo(tensor)], b""
-    graph.dispatch(shader, global_wg=wg, local_wg=create_local_wg_size(wg), resources=[out, tensor, *ubos],
-                   spec={3: spec.hashed_layout}, immediates=pcs)
-    return Readback(graph=graph, buffer=out, spec=spec, dtype=staging)
+        wg, ubos, pcs = (lambda: global_wg(tensor.spec)), [graph.meta_ubo(tensor)], b""
+    graph.dispatch(shader, global_wg=wg, resources=[out, tensor, *ubos], spec={3: spec.hashed_layout},
+                   immediates=pcs)
+    return Readback(graph=graph, buffer=out, tensor=tensor, dtype=staging)
 
 
 def prepack_standard(graph: ComputeGraph, ref: TensorRef, storage: str = "buffer", layout: str = "width",

@@ -20,7 +20,6 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.launchers.common import default_global_wg, val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
@@ -62,10 +61,10 @@ def add_binary_op_node(graph: ComputeGraph, self: Any, other: Any, alpha: float 
     spec = {3: out.spec.hashed_layout, 4: arg1.spec.hashed_layout, 5: arg2.spec.hashed_layout,
             6: int(texture and is_packed_dim_broadcasted(out, arg1)),
             7: int(texture and is_packed_dim_broadcasted(out, arg2))}
-    wg = default_global_wg(out)
-    graph.dispatch(name, global_wg=wg, local_wg=create_local_wg_size(wg),
+    graph.dispatch(lambda: name, global_wg=lambda: default_global_wg(out),
                    resources=[out, arg1, arg2, graph.meta_ubo(out), graph.meta_ubo(arg1), graph.meta_ubo(arg2)],
-                   spec=spec, immediates=np.array([1.0 if alpha is None else alpha], np.float32).tobytes())
+                   spec=spec, immediates=np.array([1.0 if alpha is None else alpha], np.float32).tobytes(),
+                   resize=lambda: graph.virtual_resize(out, np.broadcast_shapes(arg1.spec.sizes, arg2.spec.sizes)))
 
 
 def _register(op: str, short: str) -> None:

@@ -82,6 +82,12 @@ def choose_qparams_affine_impl(graph: ComputeGraph, args: Mapping[str, Any], out
     qmin = -128 if args.get("quant_min") is None else int(args["quant_min"])
     qmax = 127 if args.get("quant_min") is None else int(args["quant_max"])
     name = with_zp_suffix(graph, f"choose_qparams_per_row_{x.spec.storage}_{SUFFIX[x.spec.dtype]}", zps.spec.dtype)
-    height = val_at(-2, x.spec.sizes)
-    graph.dispatch(name, global_wg=(1, div_up(height, 4), 1), local_wg=(64, 1, 1),
-                   resources=[scales, zps, x, graph.sizes_ubo(x)], immediates=np.array([qmin, qmax], np.int32).tobytes())
+
+    def resize() -> None:
+        rows = (*scales.spec.sizes[:-1], val_at(-2, x.spec.sizes))
+        graph.virtual_resize(scales, rows)
+        graph.virtual_resize(zps, rows)
+
+    graph.dispatch(lambda: name, global_wg=lambda: (1, div_up(val_at(-2, x.spec.sizes), 4), 1),
+                   local_wg=lambda: (64, 1, 1), resources=[scales, zps, x, graph.sizes_ubo(x)],
+                   immediates=np.array([qmin, qmax], np.int32).tobytes(), resize=resize)

@@ -24,7 +24,6 @@ import numpy as np
 
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch
-from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.common import dtype_suffix
 from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
@@ -44,7 +43,8 @@ PORTS = (
 
 def pick_embedding_q4gsw_global_wg_size(out: Tensor) -> tuple[int, int, int]:
     """``(D/32, H, product of the leading dims)`` of the output."""
-    *leading, height, width = (1, *out.shape) if len(out.shape) == 1 else out.shape
+    sizes = tuple(out.spec.sizes)
+    *leading, height, width = (1, *sizes) if len(sizes) == 1 else sizes
     return width // 32, height, int(np.prod(leading, dtype=np.int64)) if leading else 1
 
 
@@ -59,14 +59,15 @@ def embedding_shader(out: Tensor, weight: Tensor, scales: Tensor, is_linear_weig
 def add_embedding_q4gsw_node(graph: ComputeGraph, out: Tensor, indices: Tensor, weight: Tensor, scales: Tensor,
                              group_size: int, is_linear_weight: bool) -> None:
     """``add_embedding_q4gsw_node``: one dispatch gathering and dequantizing 32 values per invocation."""
-    if out.shape[-1] % 32:
-        raise ValueError(f"embedding_q4gsw: embed_dim must be a multiple of 32, got {out.shape[-1]}")
+    embed_dim = out.spec.sizes[-1]
+    if embed_dim % 32:
+        raise ValueError(f"embedding_q4gsw: embed_dim must be a multiple of 32, got {embed_dim}")
     name = embedding_shader(out, weight, scales, is_linear_weight)
-    global_wg = pick_embedding_q4gsw_global_wg_size(out)
     immediates = np.array([group_size, int(is_linear_weight)], dtype=np.int32).tobytes()
     ubo = graph.sizes_ubo(out)
-    graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg),
-                   resources=[out, indices, weight, scales, ubo], immediates=immediates)
+    graph.dispatch(lambda: name, global_wg=lambda: pick_embedding_q4gsw_global_wg_size(out),
+                   resources=[out, indices, weight, scales, ubo], immediates=immediates,
+                   resize=lambda: graph.virtual_resize(out, (*indices.spec.sizes, embed_dim)))
 
 
 def resize_embedding_q4gsw_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:

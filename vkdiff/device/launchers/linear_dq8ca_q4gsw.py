@@ -28,7 +28,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.choose_qparams import with_zp_suffix
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
-from vkdiff.device.launchers.linear_q4gsw import add_linear_qw_node, prepack_quantized_linear_weight
+from vkdiff.device.launchers.linear_q4gsw import add_linear_qw_node, linear_out_sizes, prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 
@@ -77,15 +77,20 @@ def can_use_coopmat(graph: ComputeGraph, out: Tensor, x: Tensor, group_size: int
 
 def add_quantize_and_pack_4h4w_with_group_sums_node(graph: ComputeGraph, x: Tensor, sums: Tensor, scales: Tensor,
                                                     zps: Tensor, packed: Tensor, group_size: int) -> None:
-    """``add_quantize_and_pack_4h4w_with_group_sums_node`` (gated off when M == 1)."""
+    """``add_quantize_and_pack_4h4w_with_group_sums_node`` (self-gated off when M == 1; no resize function)."""
     shader = with_zp_suffix(graph, f"quantize_and_pack_4h4w_with_group_sums_{'o2w32' if group_size >= 128 else 'o4w16'}_"
                                    f"{packed.spec.storage}_{x.spec.storage}_{SUFFIX[x.spec.dtype]}", zps.spec.dtype)
-    m, k = val_at(-2, x.spec.sizes), val_at(-1, x.spec.sizes)
-    gemv = m == 1
-    num_groups = div_up(k, 4) // (group_size // 4)
-    wg = (0, 0, 0) if gemv else (num_groups, div_up(m, 4), 1)
-    local = (1, 1, 1) if gemv else ((2, 1, 32) if "o2w32" in shader else (4, 1, 16))
-    graph.dispatch(shader, global_wg=wg, local_wg=local, spec={3: div_up(group_size, 4)},
+
+    def global_wg() -> tuple[int, int, int]:
+        m, k = val_at(-2, x.spec.sizes), val_at(-1, x.spec.sizes)
+        return (0, 0, 0) if m == 1 else (div_up(k, 4) // (group_size // 4), div_up(m, 4), 1)
+
+    def local_wg() -> tuple[int, int, int]:
+        if val_at(-2, x.spec.sizes) == 1:
+            return (1, 1, 1)
+        return (2, 1, 32) if "o2w32" in shader else (4, 1, 16)
+
+    graph.dispatch(lambda: shader, global_wg=global_wg, local_wg=local_wg, spec={3: div_up(group_size, 4)},
                    resources=[packed, sums, x, scales, zps, graph.sizes_ubo(x)])
 
 
@@ -93,21 +98,33 @@ def add_linear_dqa_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_i
                            scales: Tensor, zps: Tensor, weight: Tensor, weight_sums: Tensor, weight_scales: Tensor,
                            bias: Tensor, group_size: int, apply_bias: bool) -> None:
     """``add_linear_dqa_qw_node`` with ``pick_linear_dqa_qw_shader`` and ``quantized_linear_*_wg_size``."""
-    m, n, k = val_at(-2, out.spec.sizes), val_at(-1, out.spec.sizes), val_at(-1, x.spec.sizes)
-    gemv = val_at(-2, x.spec.sizes) == 1
-    if not gemv and can_use_coopmat(graph, out, x, group_size, apply_bias):
-        name = f"linear_dq8ca_q4gsw_coopmat_{out.spec.storage}_{weight.storage}_{SUFFIX[out.spec.dtype]}"
-        tm, tn, _ = COOPMAT_TILE
-        wg, local = (div_up(n, tn) * 256, div_up(m, tm), 1), (256, 1, 1)
-    else:
-        name = with_zp_suffix(graph, f"linear_dq8ca_q4gsw_{'coop' if gemv else 'tiled'}_{out.spec.storage}_"
+    n, k = val_at(-1, out.spec.sizes), val_at(-1, x.spec.sizes)
+
+    def shader() -> str:
+        if val_at(-2, x.spec.sizes) != 1 and can_use_coopmat(graph, out, x, group_size, apply_bias):
+            return f"linear_dq8ca_q4gsw_coopmat_{out.spec.storage}_{weight.storage}_{SUFFIX[out.spec.dtype]}"
+        gemv = val_at(-2, x.spec.sizes) == 1
+        return with_zp_suffix(graph, f"linear_dq8ca_q4gsw_{'coop' if gemv else 'tiled'}_{out.spec.storage}_"
                                      f"{weight.storage}_{SUFFIX[out.spec.dtype]}", zps.spec.dtype)
-        wg = (div_up(n, 8), div_up(m, 1 if gemv else 4), 1)
-        local = (1, 1, 64) if gemv else pick_hw_square_wg_size(wg)
+
+    def global_wg() -> tuple[int, int, int]:
+        name, m = shader(), val_at(-2, out.spec.sizes)
+        if "_coopmat" in name:
+            tm, tn, _ = COOPMAT_TILE
+            return (div_up(n, tn) * 256, div_up(m, tm), 1)
+        return (div_up(n, 8), div_up(m, 1 if "_coop_" in name else 4), 1)
+
+    def local_wg() -> tuple[int, int, int]:
+        name = shader()
+        if "_coopmat" in name:
+            return (256, 1, 1)
+        return (1, 1, 64) if "_coop_" in name else pick_hw_square_wg_size(global_wg())
+
     spec = {3: int(apply_bias), 4: div_up(group_size, 4), 5: k // group_size, 6: n}
-    graph.dispatch(name, global_wg=wg, local_wg=local, spec=spec,
+    graph.dispatch(shader, global_wg=global_wg, local_wg=local_wg, spec=spec,
                    resources=[out, x, packed_input, sums, scales, zps, weight, weight_sums, weight_scales, bias,
-                              graph.sizes_ubo(out), graph.sizes_ubo(x)])
+                              graph.sizes_ubo(out), graph.sizes_ubo(x)],
+                   resize=lambda: graph.virtual_resize(out, linear_out_sizes(x, n)))
 
 
 @register_op(OP, output=resize_linear_qw_node, constants=("weights", "weight_sums", "weight_scales", "bias"),

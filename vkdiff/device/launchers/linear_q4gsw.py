@@ -31,7 +31,7 @@ from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard, staging_buffer
-from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size
+from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
 
@@ -87,23 +87,40 @@ def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef,
 
 def pick_linear_qw_shader(out: Tensor, x: Tensor, packed_weight: Tensor) -> str:
     """``pick_linear_qw_shader`` for 4-bit weights: ``linear_q4gsw_{coop|tiled}_{out}_{weight}_{dtype}``."""
-    gemv = x.shape[-2] == 1 if len(x.shape) > 1 else True
+    gemv = val_at(-2, x.spec.sizes) == 1
     return (f"linear_q4gsw_{'coop' if gemv else 'tiled'}_{out.storage}_{packed_weight.storage}_"
             f"{dtype_suffix(out.dtype)}")
+
+
+def linear_out_sizes(x: Tensor, n: int) -> tuple[int, ...]:
+    """``resize_linear_qw_node``'s sizes: ``[M, N]`` or ``[B, M, N]``."""
+    sizes = x.spec.sizes
+    return (val_at(-2, sizes), n) if len(sizes) == 2 else (sizes[0], val_at(-2, sizes), n)
+
+
+def linear_global_wg(out: Tensor, shader: str) -> tuple[int, int, int]:
+    """``quantized_linear_global_wg_size``: N/8 by M/4 (tiled) or M (coop)."""
+    m, n = val_at(-2, out.spec.sizes), val_at(-1, out.spec.sizes)
+    return (div_up(n, 8), div_up(m, 1 if "_coop" in shader else 4), 1)
 
 
 def add_linear_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_weight: Tensor, scales: Tensor,
                        bias: Tensor, group_size: int, apply_bias: bool) -> None:
     """``add_linear_qw_node``: one dispatch of the picked shader, ``out = x @ dequant(W).T (+ bias)``."""
-    name = pick_linear_qw_shader(out, x, packed_weight)
-    m, n, k = out.shape[-2], out.shape[-1], x.shape[-1]
-    coop = "_coop_" in name
-    global_wg = (div_up(n, 8), div_up(m, 1 if coop else 4), 1)
-    local_wg = (1, 1, 64) if coop else pick_hw_square_wg_size(global_wg)
+    n, k = val_at(-1, out.spec.sizes), val_at(-1, x.spec.sizes)
     spec = {3: int(apply_bias), 4: div_up(group_size, 4), 5: k // group_size, 6: n}
     ubos = [graph.sizes_ubo(out), graph.sizes_ubo(x)]
-    graph.dispatch(name, global_wg=global_wg, local_wg=local_wg, spec=spec,
-                   resources=[out, x, packed_weight, scales, bias, *ubos])
+
+    def shader() -> str:
+        return pick_linear_qw_shader(out, x, packed_weight)
+
+    def local_wg() -> tuple[int, int, int]:
+        name = shader()
+        return (1, 1, 64) if "_coop" in name else pick_hw_square_wg_size(linear_global_wg(out, name))
+
+    graph.dispatch(shader, global_wg=lambda: linear_global_wg(out, shader()), local_wg=local_wg, spec=spec,
+                   resources=[out, x, packed_weight, scales, bias, *ubos],
+                   resize=lambda: graph.virtual_resize(out, linear_out_sizes(x, n)))
 
 
 def resize_linear_qw_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
@@ -125,9 +142,9 @@ def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
         weight_storage (str | None): force the packed weight's storage; None applies ET-VK's rule.
     """
     x, weights, group_size = args["self"], args["weights"], int(args["group_size"])
-    k = x.shape[-1]
+    k = val_at(-1, x.spec.sizes)
     if k % 4 or weights.data.shape[1] * 2 != k:
-        raise ValueError(f"linear_q4gsw: input is [..., K]={x.shape}, weights must be [N, K/2] with K % 4 == 0, "
+        raise ValueError(f"linear_q4gsw: input is [..., K]={x.spec.sizes}, weights must be [N, K/2] with K % 4 == 0, "
                          f"got {weights.data.shape}")
     n4 = div_up(weights.data.shape[0], 4)
     if args["weight_scales"].data.shape != (k // group_size, n4 * 4):

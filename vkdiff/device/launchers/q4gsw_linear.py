@@ -96,49 +96,80 @@ def _bias(graph: ComputeGraph, bias: TensorRef | None, out: Tensor) -> tuple[Ten
     return prepack_standard(graph, bias, "buffer", "width"), 1
 
 
+def out_sizes(x: Tensor, n: int) -> tuple[int, ...]:
+    """``resize_q4gsw_linear_node``'s sizes: ``[M, N]`` for 2-D input, else ``[B, M, N]``."""
+    sizes = x.spec.sizes
+    m = val_at(-2, sizes)
+    return (m, n) if len(sizes) == 2 else (sizes[0], m, n)
+
+
 def add_transpose_cast_contig_to_vectorized_node(graph: ComputeGraph, x: Tensor, out: Tensor) -> None:
-    """``add_transpose_cast_contig_to_vectorized_node`` (gated off when M == 1)."""
+    """``add_transpose_cast_contig_to_vectorized_node`` (self-gated off when M == 1)."""
     texture = x.spec.storage != "buffer"
     name = (f"transpose_cast_contig_to_vectorized{'_4x4' if texture else ''}_{SUFFIX[x.spec.dtype]}"
             f"_{'texture3d' if texture else 'buffer'}_{SUFFIX[out.spec.dtype]}_buffer")
-    m, k = val_at(-2, x.spec.sizes), val_at(-1, x.spec.sizes)
-    wg = (0, 0, 0) if m == 1 else ((div_up(k, 4) if texture else k), div_up(m, 4), 1)
-    graph.dispatch(name, global_wg=wg, local_wg=(2, 16, 1) if texture else (8, 8, 1),
-                   resources=[out, x, graph.sizes_ubo(x)])
+
+    def global_wg() -> tuple[int, int, int]:
+        m, k = val_at(-2, x.spec.sizes), val_at(-1, x.spec.sizes)
+        return (0, 0, 0) if m == 1 else ((div_up(k, 4) if texture else k), div_up(m, 4), 1)
+
+    def resize() -> None:
+        m, k = val_at(-2, x.spec.sizes), val_at(-1, x.spec.sizes)
+        graph.virtual_resize(out, (k * div_up(m, 4) * 4,))
+
+    graph.dispatch(name, global_wg=global_wg, local_wg=lambda: (2, 16, 1) if texture else (8, 8, 1),
+                   resources=[out, x, graph.sizes_ubo(x)], resize=resize, resize_args=(x,))
 
 
 def _gemv_node(graph: ComputeGraph, x: Tensor, tin: Tensor, weight: Tensor, scales: Tensor, bias: Tensor,
-               spec: dict, out: Tensor) -> None:
-    """``add_q4gsw_linear_nc_coop_gemv_node`` (runs only when M == 1)."""
-    m, n = val_at(-2, out.spec.sizes), val_at(-1, out.spec.sizes)
-    suffix, groups, workers = pick_coop_variant_for_n(n)
-    name = f"q4gsw_linear_gemv_coop__w_4x8_nc_buffer{suffix}_{out.spec.storage}_{SUFFIX[out.spec.dtype]}"
-    wg = (0, 0, 0) if m != 1 else (div_up(div_up(n, 8), groups), groups, workers)
-    graph.dispatch(name, global_wg=wg, local_wg=(1, groups, workers), spec=spec,
-                   resources=[out, x, tin, weight, scales, bias, graph.sizes_ubo(out), graph.sizes_ubo(x)])
+               spec: dict, out: Tensor, n: int) -> None:
+    """``add_q4gsw_linear_nc_coop_gemv_node`` (self-gated: runs only when M == 1)."""
+    def pick() -> tuple[str, int, int]:
+        return pick_coop_variant_for_n(val_at(-1, out.spec.sizes))
+
+    def global_wg() -> tuple[int, int, int]:
+        _, groups, workers = pick()
+        m = val_at(-2, out.spec.sizes)
+        return (0, 0, 0) if m != 1 else (div_up(div_up(val_at(-1, out.spec.sizes), 8), groups), groups, workers)
+
+    graph.dispatch(lambda: f"q4gsw_linear_gemv_coop__w_4x8_nc_buffer{pick()[0]}_{out.spec.storage}_"
+                           f"{SUFFIX[out.spec.dtype]}",
+                   global_wg=global_wg, local_wg=lambda: (1, pick()[1], pick()[2]), spec=spec,
+                   resources=[out, x, tin, weight, scales, bias, graph.sizes_ubo(out), graph.sizes_ubo(x)],
+                   resize=lambda: graph.virtual_resize(out, out_sizes(x, n)), resize_args=(x,))
 
 
 @register_op(OP, output=resize_q4gsw_linear_node, constants=("weights", "weight_scales", "bias"), ports=PORTS)
 def q4gsw_linear(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
     """``q4gsw_linear``: the float32 path or the float16 transposed-input (``tin``) path."""
     x, weights, group_size = args["self"], args["weights"], int(args["group_size"])
-    k = weights.data.shape[1] * 2
+    n, k = weights.data.shape[0], weights.data.shape[1] * 2
     in_dtype = x.spec.dtype
     packed = prepack_q4_w_4x8_nc_buffer(graph, weights)
     scales = prepack_q4_scales(graph, args["weight_scales"], in_dtype)
     bias, apply_bias = _bias(graph, args.get("bias"), out)
     spec = {3: apply_bias, 4: k, 5: group_size}
-    m, n = val_at(-2, out.spec.sizes), val_at(-1, out.spec.sizes)
     storage, dtype = out.spec.storage, SUFFIX[out.spec.dtype]
     if in_dtype == "float32":
         tin = graph.add_tensor((), in_dtype, "buffer", "width", label="dummy_transposed_input")
         name = f"q4gsw_linear_gemm__w_4x8_nc_{storage}_{dtype}"
-        wg, local = (0, 0, 0) if m == 1 else (div_up(n, GEMM_TILE[1]), div_up(m, GEMM_TILE[0]), 1), (8, 8, 1)
+        tile, local = GEMM_TILE, (8, 8, 1)
     else:
+        m = val_at(-2, x.spec.sizes)
         tin = graph.add_tensor((k * div_up(m, 4) * 4,), in_dtype, "buffer", "width", label="transposed_input")
         add_transpose_cast_contig_to_vectorized_node(graph, x, tin)
         name = f"q4gsw_linear_gemm__tin__w_4x8_nc_{storage}_{dtype}"
-        wg, local = (0, 0, 0) if m == 1 else (div_up(m, TIN_GEMM_TILE[0]), div_up(n, TIN_GEMM_TILE[1]), 1), (1, 128, 1)
-    graph.dispatch(name, global_wg=wg, local_wg=local, spec=spec,
-                   resources=[out, x, tin, packed, scales, bias, graph.sizes_ubo(out), graph.sizes_ubo(x)])
-    _gemv_node(graph, x, tin, packed, scales, bias, spec, out)
+        tile, local = TIN_GEMM_TILE, (1, 128, 1)
+
+    def global_wg() -> tuple[int, int, int]:
+        m, cols = val_at(-2, out.spec.sizes), val_at(-1, out.spec.sizes)
+        if m == 1:
+            return (0, 0, 0)
+        if in_dtype == "float32":
+            return (div_up(cols, tile[1]), div_up(m, tile[0]), 1)
+        return (div_up(m, tile[0]), div_up(cols, tile[1]), 1)
+
+    graph.dispatch(lambda: name, global_wg=global_wg, local_wg=lambda: local, spec=spec,
+                   resources=[out, x, tin, packed, scales, bias, graph.sizes_ubo(out), graph.sizes_ubo(x)],
+                   resize=lambda: graph.virtual_resize(out, out_sizes(x, n)), resize_args=(x,))
+    _gemv_node(graph, x, tin, packed, scales, bias, spec, out, n)

@@ -15,7 +15,6 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.launchers.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
@@ -39,10 +38,10 @@ def add_unary_op_node(graph: ComputeGraph, x: Tensor, lo: float, hi: float, out:
     """``add_unary_op_node``."""
     spec = out.spec
     name = f"{op}_{SUFFIX[spec.dtype]}_{spec.storage}"
-    first = spec.numel_block() if spec.storage == "buffer" else spec.logical_limits_block()
-    wg = default_global_wg(out)
-    graph.dispatch(name, global_wg=wg, local_wg=create_local_wg_size(wg), resources=[out, x],
-                   immediates=first + np.array([lo, hi], np.float32).tobytes())
+    first = graph.pc(out, "numel" if spec.storage == "buffer" else "logical_limits")
+    graph.dispatch(lambda: name, global_wg=lambda: default_global_wg(out), resources=[out, x],
+                   immediates=[first, np.array([lo, hi], np.float32).tobytes()],
+                   resize=lambda: graph.virtual_resize(out, x.spec.sizes))
 
 
 def _register(op: str, short: str) -> None:

@@ -15,7 +15,6 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.launchers.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
@@ -45,7 +44,16 @@ def view(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
     buffer = out.spec.storage == "buffer"
     name = f"view_{'buffer' if buffer else 'texture'}_{SUFFIX[out.spec.dtype]}"
     first, second = (out, x) if buffer else (x, out)
-    wg = default_global_wg(out)
-    graph.dispatch(name, global_wg=wg, local_wg=create_local_wg_size(wg),
+    size = args.get("size")
+
+    def resize() -> None:
+        """``resize_view_node``."""
+        if size is None:
+            graph.virtual_resize(out, x.spec.sizes)
+        else:
+            graph.virtual_resize(out, compute_out_sizes(x.spec.sizes, [graph.read_symint(s) for s in size]))
+
+    graph.dispatch(lambda: name, global_wg=lambda: default_global_wg(out),
                    resources=[out, x, graph.meta_ubo(out), graph.meta_ubo(x)],
-                   spec={3: first.spec.hashed_layout, 4: second.spec.hashed_layout})
+                   spec={3: first.spec.hashed_layout, 4: second.spec.hashed_layout}, resize=resize,
+                   resize_args=(size,) if size is not None else ())
