@@ -180,6 +180,16 @@ def prompt(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, torch.tensor([0], dtype=torch.long)
 
 
+DECODE_STEPS = 4
+"""Decode steps after the prefill on devices."""
+
+
+def decode_inputs(previous: tuple, token: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decode step after ``previous = (tokens, input_pos)``: one token at the next position."""
+    tokens, input_pos = previous
+    return torch.tensor([[token]], dtype=tokens.dtype), input_pos + tokens.shape[-1]
+
+
 @dataclasses.dataclass(kw_only=True, frozen=True)
 class LlmVariant:
     """One export_llama configuration of the tiny Llama."""
@@ -239,7 +249,7 @@ def llm_case(variant: LlmVariant) -> ModelCase:
     rules = RULES + (("bf16_export",) if variant.checkpoint_dtype == "bf16" else ())
     return ModelCase(name=NAME, build=_build(variant.checkpoint_dtype), inputs=prompt, recipe=variant.recipe,
                      partitioner="vulkan", expect_ops=variant.expect_ops, rules=rules, pipeline=PIPELINE,
-                     options=variant.options)
+                     options=variant.options, decode=decode_inputs, decode_steps=DECODE_STEPS)
 
 
 def llm_cases() -> list[ModelCase]:

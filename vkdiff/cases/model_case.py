@@ -43,6 +43,11 @@ class ModelCase:
     export pipeline, see ``vkdiff.harness.llm_export``)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Pipeline-specific options as sorted (name, value) pairs (part of the case identity)."""
+    decode: Callable[[tuple, int], tuple] | None = None
+    """For generation cases: the next call's inputs from the previous call's inputs and its greedy token
+    (each model call returns logits); None for single-call cases."""
+    decode_steps: int = 0
+    """Calls after the first one (decode steps) a generation case makes on devices."""
 
     @property
     def id(self) -> str:

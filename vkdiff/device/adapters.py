@@ -153,9 +153,11 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> lis
     return chosen
 
 
-def create_device(info: DeviceInfo, adapter: Any) -> Any:
-    """A wgpu device with every wanted feature the adapter has and its maximum limits."""
-    limits = {k: v for k, v in info.limits.items()}
+def create_device(info: DeviceInfo, adapter: Any, limits_profile: str | None = None) -> Any:
+    """A wgpu device with every wanted feature the adapter has and its maximum limits (or a profile's lower ones)."""
+    from vkdiff.device.limits import apply
+
+    limits = apply(info.limits, limits_profile)
     with quiet_stderr():
         return adapter.request_device_sync(required_features=list(info.features), required_limits=limits,
                                            label=f"vkdiff:{info.slug}")

@@ -16,9 +16,11 @@ class VariantMissingError(LookupError):
 class DeviceContext:
     """A wgpu device plus the ET-VK shaders of one tree, built and loaded on demand."""
 
-    def __init__(self, info: DeviceInfo, adapter: Any, builder: ShaderBuilder):
+    def __init__(self, info: DeviceInfo, adapter: Any, builder: ShaderBuilder, limits_profile: str | None = None):
         self.info = info
-        self.device = create_device(info, adapter)
+        self.limits_profile = limits_profile
+        """Name of the mobile limits profile the device was created with (``vkdiff.device.limits``), or None."""
+        self.device = create_device(info, adapter, limits_profile)
         self.builder = builder
         self.info_dict = info.to_dict()
         """``info`` as results record it (built once per device)."""

@@ -32,6 +32,8 @@ class Pipeline:
     """Reflection of the transformed module."""
     local_size: tuple[int, int, int]
     """Workgroup size baked into the module."""
+    infinities_clamped: int = 0
+    """Infinite float constants replaced by the largest finite value (``spirv.clamp_infinite_constants``)."""
 
 
 def _layout_entry(binding: spirv.Binding) -> dict:
@@ -51,9 +53,11 @@ def _layout_entry(binding: spirv.Binding) -> dict:
 
 
 def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
-                   local_size: tuple[int, int, int]) -> bytes:
-    """Apply every transform naga needs: bake spec constants and workgroup size, rewrite samplers."""
-    return spirv.rewrite_combined_samplers(spirv.bake_spec_constants(spv, dict(spec_constants), local_size))
+                   local_size: tuple[int, int, int]) -> tuple[bytes, int]:
+    """Apply every transform naga needs: bake spec constants and workgroup size, rewrite samplers, clamp
+    infinite literals; also returns how many infinities were clamped."""
+    baked = spirv.rewrite_combined_samplers(spirv.bake_spec_constants(spv, dict(spec_constants), local_size))
+    return spirv.clamp_infinite_constants(baked)
 
 
 class PipelineCache:
@@ -73,9 +77,14 @@ class PipelineCache:
     def _create(self, spv, spec_constants, local_size, label) -> Pipeline:
         limits = self.device.limits
         if local_size[0] * local_size[1] * local_size[2] > limits["max-compute-invocations-per-workgroup"]:
-            raise DeviceLimitError(f"{label}: local size {local_size} exceeds max-compute-invocations-per-workgroup")
+            raise DeviceLimitError(f"{label}: local size {local_size} exceeds max-compute-invocations-per-workgroup "
+                                   f"{limits['max-compute-invocations-per-workgroup']}")
+        for axis, size in zip("xyz", local_size):
+            key = f"max-compute-workgroup-size-{axis}"
+            if size > limits.get(key, size):
+                raise DeviceLimitError(f"{label}: local size {local_size} exceeds {key} {limits[key]}")
         try:
-            module_bytes = prepare_module(spv, spec_constants, local_size)
+            module_bytes, clamped = prepare_module(spv, spec_constants, local_size)
             reflection = spirv.reflect(module_bytes)
         except spirv.SpirvError as exc:
             raise ShaderLoadError(f"{label}: vkdiff cannot prepare the module for naga: {exc}") from None
@@ -101,7 +110,8 @@ class PipelineCache:
                                          f"{str(exc).split(': ', 2)[-1]}") from None
         handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
                           layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
-        return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size))
+        return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
+                        infinities_clamped=clamped)
 
 
 def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:

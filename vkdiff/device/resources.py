@@ -128,9 +128,10 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
     if element not in layouts.TEXEL_FORMATS:
         raise DeviceLimitError(f"{label}: no texture format for dtype {element}")
     extent = spec.extents
-    limit = device.limits["max-texture-dimension-3d" if spec.storage == "texture3d" else "max-texture-dimension-2d"]
-    if max(extent) > limit:
-        raise DeviceLimitError(f"{label}: texture extent {extent} exceeds the device limit {limit}")
+    key = "max-texture-dimension-3d" if spec.storage == "texture3d" else "max-texture-dimension-2d"
+    if max(extent) > device.limits[key]:
+        raise DeviceLimitError(f"{label}: {spec.storage} extent {tuple(extent)} (sizes {list(spec.sizes)}) exceeds "
+                               f"{key} {device.limits[key]}")
     handle = gpu_call(
         DispatchError, f"create texture {label}", device.create_texture,
         size=extent, dimension="3d" if spec.storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[element],

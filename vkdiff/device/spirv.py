@@ -329,6 +329,33 @@ def rewrite_combined_samplers(spv: bytes) -> bytes:
     return words.tobytes()
 
 
+FINITE_FOR_INFINITE = {32: {0x7F800000: 0x7F7FFFFF, 0xFF800000: 0xFF7FFFFF}, 16: {0x7C00: 0x7BFF, 0xFC00: 0xFBFF}}
+"""Bits of +inf / -inf by float width → the largest finite value of that sign."""
+
+
+def clamp_infinite_constants(spv: bytes) -> tuple[bytes, int]:
+    """Replace ±inf float constants by ±the largest finite value; returns the module and how many changed.
+
+    naga rejects infinite literals ("Float literal is infinite"), which ET-VK's SDPA shaders
+    use as the start of a running max and as the masked score (``-1.0/0.0``). For finite
+    data the results are identical (``exp(-max - m)`` is 0 as ``exp(-inf)`` is); they differ
+    only where an infinity must survive arithmetic (a row with every score masked).
+    """
+    words = words_of(spv)
+    widths: dict[int, int] = {}
+    changed = 0
+    for at, op, ops in instructions(words):
+        if op == OP_TYPE_FLOAT:
+            widths[int(ops[0])] = int(ops[1])
+        elif op == OP_CONSTANT and int(ops[0]) in widths:
+            table = FINITE_FOR_INFINITE.get(widths[int(ops[0])], {})
+            bits = int(words[at + 3])
+            if bits in table:
+                words[at + 3] = table[bits]
+                changed += 1
+    return (words.tobytes(), changed) if changed else (spv, 0)
+
+
 def set_local_size(spv: bytes, local_size: tuple[int, int, int]) -> bytes:
     """Patch ``OpExecutionMode LocalSize`` (naga ignores the WorkGroupSize builtin)."""
     words = words_of(spv)

@@ -35,34 +35,66 @@ if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
 
 PORT_STALE_FLAG = "port-stale"
+INF_CLAMPED_FLAG = "inf-clamped"
+"""Flag on results that ran shaders whose infinite literals were clamped to the largest finite value."""
 """Flag on results whose launchers port C++ that differs in the user's tree (file names in ``metrics``)."""
 
-def _value_for_reference(delegate, vid: int, device_value: np.ndarray) -> np.ndarray:
+def _value_for_reference(delegate, vid: int, device_value: Any) -> Any:
+    if vid not in delegate.tensors:
+        return device_value
     return np.asarray(device_value).astype(delegate.tensors[vid].dtype, copy=False)
 
 
+def _entry(vid: int, got: np.ndarray, exp: np.ndarray, tol: Tolerance, magnitude=None) -> dict[str, Any]:
+    stats = ErrorStatistics.from_arrays(got, exp, tol, magnitude=magnitude)
+    return {"value": vid, "status": stats.status().name, "max_abs": stats.max_abs, "sqnr_db": stats.sqnr_db,
+            "mismatches": stats.mismatches, "worst_index": stats.worst_index}
+
+
+def _state_entry(vid: int, before: np.ndarray, expected: np.ndarray, after: np.ndarray, tol: Tolerance
+                 ) -> dict[str, Any]:
+    """A mutated constant (KV cache): the device's state after the node against the reference op applied to the
+    device's state before it. Slots never written (still poison before and after, and not written by the
+    reference) are left out; a slot the device wrote where the reference did not is a mismatch."""
+    with np.errstate(invalid="ignore"):  # the poison pattern is a signalling NaN
+        before, expected, after = (np.asarray(a, np.float64).reshape(-1) for a in (before, expected, after))
+    unwritten = np.isnan(before) & np.isnan(expected) & np.isnan(after)
+    entry = _entry(vid, after[~unwritten], expected[~unwritten], tol)
+    entry.update(state=True, slots_compared=int((~unwritten).sum()))
+    return entry
+
+
+def _node_outputs(delegate, node, run, expected, magnitude, global_env) -> list[dict[str, Any]]:
+    outputs = []
+    for index, (vid, exp) in enumerate(zip(node.call.outputs, expected)):
+        if vid not in run.values:
+            continue
+        got = np.asarray(run.values[vid], np.float64).reshape(np.shape(exp))
+        tol = Tolerance.for_dtype(delegate.tensors[vid].dtype if vid in delegate.tensors else "int32")
+        mag = magnitude if index == 0 and magnitude is not None and np.shape(magnitude) == np.shape(exp) else None
+        entry = _entry(vid, got, exp, tol, mag)
+        if global_env is not None and vid in global_env:
+            ref = np.asarray(global_env[vid], np.float64)
+            if ref.size == got.size:
+                entry["global_max_abs"] = float(np.max(np.abs(got - ref.reshape(got.shape)))) if got.size else 0.0
+        outputs.append(entry)
+    return outputs
+
+
 def compare_nodes(delegate, run, global_env: dict[int, np.ndarray] | None) -> list[dict[str, Any]]:
-    """One record per node: local and global error of each output, the shader, host time."""
+    """One record per node: local and global error of each output (and mutated state), the shader, host time."""
     from vkdiff.harness import interpret
 
     device_env = {vid: _value_for_reference(delegate, vid, v) for vid, v in run.values.items()}
     records = []
     for node in run.nodes:
-        expected, magnitude = interpret.evaluate_node(delegate, node.call, device_env)
-        outputs = []
-        for index, (vid, exp) in enumerate(zip(node.call.outputs, expected)):
-            if vid not in run.values:
-                continue
-            got = np.asarray(run.values[vid], np.float64).reshape(np.shape(exp))
+        env = dict(device_env)
+        env.update({vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()})
+        expected, magnitude = interpret.evaluate_node(delegate, node.call, env)
+        outputs = _node_outputs(delegate, node, run, expected, magnitude, global_env)
+        for vid, after in node.states_after.items():
             tol = Tolerance.for_dtype(delegate.tensors[vid].dtype)
-            mag = magnitude if index == 0 and magnitude is not None and np.shape(magnitude) == np.shape(exp) else None
-            stats = ErrorStatistics.from_arrays(got, exp, tol, magnitude=mag)
-            entry = {"value": vid, "status": stats.status().name, "max_abs": stats.max_abs, "sqnr_db": stats.sqnr_db,
-                     "mismatches": stats.mismatches, "worst_index": stats.worst_index}
-            if global_env is not None and vid in global_env:
-                entry["global_max_abs"] = float(np.max(np.abs(got - np.asarray(global_env[vid], np.float64)
-                                                              .reshape(got.shape)))) if got.size else 0.0
-            outputs.append(entry)
+            outputs.append(_state_entry(vid, node.states_before[vid], env[vid], after, tol))
         status = max((Status[o["status"]] for o in outputs), key=lambda s: (s.is_failure(), s), default=Status.PASS)
         records.append({"index": node.index, "op": node.op, "shader": node.shader, "launcher": node.launcher,
                         "status": status.name, "outputs": outputs, "host_ms": round(node.host_seconds * 1e3, 3),
@@ -77,28 +109,55 @@ def first_diverging(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((r for r in records if Status[r["status"]].is_failure()), None)
 
 
-_EAGER_CACHE: dict[str, tuple[np.ndarray, tuple]] = {}
+_EAGER_CACHE: dict[str, "EagerRun"] = {}
 
 
-def eager_output(case: ModelCase) -> tuple[np.ndarray, tuple]:
-    """The quantized eager model's outputs (flattened, in order) and the inputs (memoised: devices share them)."""
+@dataclasses.dataclass(kw_only=True)
+class EagerRun:
+    """Eager PyTorch's calls of one case: one, or a prefill and its greedy decode steps."""
+
+    inputs: list[tuple]
+    """Each call's inputs (torch tensors)."""
+    outputs: list[np.ndarray]
+    """Each call's outputs, flattened in order (float64)."""
+    tokens: list[int]
+    """Each call's greedy token (argmax of the logits) for generation cases, else empty."""
+
+
+def eager_run(case: ModelCase) -> EagerRun:
+    """The quantized eager model's calls (memoised: devices share them); generation cases feed eager's tokens."""
     if case.id not in _EAGER_CACHE:
         import torch
 
         from vkdiff.harness.models import eager, flat_outputs
 
         model, inputs, _ = eager(case)
+        calls, outputs, tokens = [inputs], [], []
         with torch.no_grad():
-            out = flat_outputs(model(*inputs))
+            for step in range(1 + (case.decode_steps if case.decode else 0)):
+                outputs.append(flat_outputs(model(*calls[step])))
+                if case.decode is None:
+                    break
+                tokens.append(int(np.argmax(outputs[-1])))
+                if step < case.decode_steps:
+                    calls.append(case.decode(calls[step], tokens[-1]))
         _EAGER_CACHE.clear()
-        _EAGER_CACHE[case.id] = (out, inputs)
+        _EAGER_CACHE[case.id] = EagerRun(inputs=calls, outputs=outputs, tokens=tokens)
     return _EAGER_CACHE[case.id]
 
 
+def eager_output(case: ModelCase) -> tuple[np.ndarray, tuple]:
+    """The first call's outputs (flattened) and inputs."""
+    run = eager_run(case)
+    return run.outputs[0], run.inputs[0]
+
+
 def _base(case: ModelCase, ctx, route, repro: str) -> dict[str, Any]:
+    knobs = {**case.knobs, "route": route.name}
+    if getattr(ctx, "limits_profile", None):
+        knobs["limits"] = ctx.limits_profile
     return dict(case=case.id, op=case.name, device=ctx.info.slug, variant=case.variant, rule="device",
-                knobs={**case.knobs, "route": route.name}, versions=versions(), seed=case.seed(), repro=repro,
-                device_info=ctx.info_dict)
+                knobs=knobs, versions=versions(), seed=case.seed(), repro=repro, device_info=ctx.info_dict)
 
 
 def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=None, repro: str = "",
@@ -118,6 +177,9 @@ def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=No
         where = getattr(exc, "node_index", None)
         node = {} if where is None else {"index": where, "op": exc.node_op, "shader": getattr(exc, "shader", "")}
         prefix = f"node {where} ({exc.node_op}): " if where is not None else ""
+        if getattr(exc, "step", None) is not None:
+            prefix = f"step {exc.step}: {prefix}"
+            node["step"] = exc.step
         fields = dict(reason=clip(prefix + reason), node=node, shader=node.get("shader", ""))
         stale = getattr(exc, "stale", None)
         if stale:
@@ -133,12 +195,18 @@ class ModelInputs:
     case_id: str
     delegate: Delegate
     """The decoded Vulkan delegate, constants included."""
-    inputs: list[np.ndarray]
-    """The case's seeded inputs, in ``input_ids`` order."""
-    expected: np.ndarray
-    """Eager PyTorch's outputs, flattened in order (float64)."""
+    steps: list[list[np.ndarray]]
+    """Each call's seeded inputs, in ``input_ids`` order: one call, or a prefill then decode steps."""
+    expected: list[np.ndarray]
+    """Eager PyTorch's outputs of each call, flattened in order (float64)."""
     tolerance: Tolerance
     """Model-level tolerance of the output against eager."""
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    """Eager's greedy token of each call (generation cases), fed to the next call."""
+
+    @property
+    def generation(self) -> bool:
+        return bool(self.tokens)
 
 
 def prepare_model(case: ModelCase) -> ModelInputs | tuple[Status, str]:
@@ -161,9 +229,10 @@ def prepare_model(case: ModelCase) -> ModelInputs | tuple[Status, str]:
     missing = missing_launchers(delegate) or interpret.missing_references(delegate)
     if missing:
         return Status.NOT_RUN, f"no launcher or reference for {', '.join(missing)}"
-    expected, inputs = eager_output(case)
-    return ModelInputs(case_id=case.id, delegate=delegate, inputs=[np.asarray(x) for x in inputs],
-                       expected=expected, tolerance=model_tolerance(lowered))
+    run = eager_run(case)
+    return ModelInputs(case_id=case.id, delegate=delegate,
+                       steps=[[np.asarray(x) for x in inputs] for inputs in run.inputs], expected=run.outputs,
+                       tolerance=model_tolerance(lowered), tokens=run.tokens)
 
 
 def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str, Any]]:
@@ -173,42 +242,90 @@ def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str,
     return judge(prepared, ctx, route, tree, tamper)
 
 
+def _step_summary(step: int, run, records, vs_eager, vs_reference, model: ModelInputs) -> dict[str, Any]:
+    summary = {"step": step, "kind": "prefill" if step == 0 else "decode", "resized": run.resized,
+               "status": vs_eager.status().name, "max_abs_vs_eager": vs_eager.max_abs, "sqnr_db": vs_eager.sqnr_db,
+               "max_abs_vs_reference": vs_reference.max_abs, "seconds": round(run.seconds, 4),
+               "host_ms_per_node": round(1e3 * sum(n.host_seconds for n in run.nodes) / max(len(run.nodes), 1), 3)}
+    if model.generation:
+        summary.update(token=int(np.argmax(np.concatenate([np.ravel(o) for o in run.outputs]))),
+                       eager_token=model.tokens[step])
+        summary["token_matches"] = summary["token"] == summary["eager_token"]
+    bad = first_diverging(records)
+    if bad is not None:
+        summary.update(status=bad["status"], first_diverging={"index": bad["index"], "op": bad["op"],
+                                                             "shader": bad["shader"]})
+    return summary
+
+
 def judge(model: ModelInputs, ctx, route, tree=None, tamper=None) -> tuple[Status, dict[str, Any]]:
-    """Run the delegate on ``ctx`` and judge every node and the output (raises device errors, with ``stale``)."""
-    from vkdiff.device.graph.delegate import run_delegate, stale_for
+    """Build the delegate on ``ctx``, execute every call, judge every node and output (raises device errors,
+    with ``stale``)."""
+    from vkdiff.device.graph.delegate import DelegateGraph, stale_for
     from vkdiff.harness import interpret
 
-    delegate, xs, expected, tolerance = model.delegate, model.inputs, model.expected, model.tolerance
+    delegate, tolerance = model.delegate, model.tolerance
+    state: dict[int, np.ndarray] = {}
+    steps, reported, chosen = [], None, None
     try:
-        run = run_delegate(ctx, delegate, xs, route=route, tree=tree, tamper=tamper)
+        graph = DelegateGraph(ctx, delegate, route=route, tree=tree, tamper=tamper)
+        for step, (xs, expected) in enumerate(zip(model.steps, model.expected)):
+            run = graph.execute(xs)
+            global_env = interpret.trace(delegate, xs, state)
+            records = compare_nodes(delegate, run, global_env)
+            out = np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in run.outputs])
+            reference = np.concatenate([np.asarray(global_env[vid], np.float64).reshape(-1)
+                                        for vid in delegate.output_ids])
+            vs_eager = ErrorStatistics.from_arrays(out, expected, tolerance)
+            vs_reference = ErrorStatistics.from_arrays(out, reference, tolerance)
+            steps.append(_step_summary(step, run, records, vs_eager, vs_reference, model))
+            if chosen is None and (Status[steps[-1]["status"]].is_failure() or step == len(model.steps) - 1):
+                chosen, reported = step, (run, records, vs_eager, vs_reference)
     except Exception as exc:
         exc.stale = stale_for(delegate, tree)
+        if steps:
+            exc.step = len(steps)
         raise
-    global_env = interpret.trace(delegate, xs)
-    records = compare_nodes(delegate, run, global_env)
-    out = np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in run.outputs])
-    reference = np.concatenate([np.asarray(global_env[vid], np.float64).reshape(-1) for vid in delegate.output_ids])
-    vs_eager = ErrorStatistics.from_arrays(out, expected, tolerance)
-    vs_reference = ErrorStatistics.from_arrays(out, reference, tolerance)
+    return _verdict(model, graph, steps, chosen, *reported, tolerance)
+
+
+def _verdict(model: ModelInputs, graph, steps, chosen: int, run, records, vs_eager, vs_reference,
+             tolerance: Tolerance) -> tuple[Status, dict[str, Any]]:
     metrics = {"vs_eager": vs_eager.to_dict(), "vs_reference": vs_reference.to_dict(), "nodes": records,
-               "seconds_device_run": round(run.seconds, 4),
+               "nodes_step": chosen, "seconds_device_run": round(run.seconds, 4),
+               "seconds_build": round(graph.build_seconds, 4),
                "host_ms_per_node": round(1e3 * sum(n.host_seconds for n in run.nodes) / max(len(run.nodes), 1), 3)}
-    flags = (["polyfilled"] if run.polyfilled else []) + ([PORT_STALE_FLAG] if run.stale else [])
+    if model.generation:
+        metrics["steps"] = steps
+    flags = (["polyfilled"] if run.polyfilled else []) + ([PORT_STALE_FLAG] if run.stale else []) + (
+        [INF_CLAMPED_FLAG] if run.clamped else [])
+    if run.clamped:
+        metrics["inf_clamped_shaders"] = list(run.clamped)
     if run.stale:
         metrics["port_stale"] = run.stale
     shaders = sorted({d["shader"] for r in records for d in r["dispatches"] if not d["skipped"]})
     bad = first_diverging(records)
     common = dict(metrics=metrics, flags=flags, shaders=shaders, tolerance=tolerance.to_dict())
+    where = f"step {chosen} ({steps[chosen]['kind']}): " if model.generation else ""
     if bad is not None:
         worst = next(o for o in bad["outputs"] if Status[o["status"]].is_failure())
-        reason = (f"first diverging node {bad['index']} ({bad['op']}, {bad['shader']}): value %{worst['value']} "
+        what = "state" if worst.get("state") else "value"
+        reason = (f"{where}first diverging node {bad['index']} ({bad['op']}, {bad['shader']}): {what} %{worst['value']} "
                   f"max abs {worst['max_abs']:.3g}, {worst['mismatches']} elements over tolerance on its own "
                   f"inputs; model output vs eager max abs {vs_eager.max_abs:.3g}")
-        return Status[worst["status"]], dict(reason=clip(reason), node={"index": bad["index"], "op": bad["op"]},
-                                             shader=bad["shader"], **common)
+        return Status[worst["status"]], dict(reason=clip(reason), node={"index": bad["index"], "op": bad["op"],
+                                                                       "step": chosen}, shader=bad["shader"], **common)
     status = vs_eager.status()
-    summary = (f"{len(records)} nodes within tolerance; output vs eager max abs {vs_eager.max_abs:.3g} "
-               f"(SQNR {vs_eager.sqnr_db:.1f} dB), vs reference max abs {vs_reference.max_abs:.3g}")
+    if model.generation:
+        matched = sum(s["token_matches"] for s in steps)
+        errors = ", ".join(f"{s['max_abs_vs_eager']:.2g}" for s in steps)
+        summary = (f"{len(steps)} calls (prefill + {len(steps) - 1} decode steps), {len(records)} nodes each within "
+                   f"tolerance; logits vs eager max abs per step "
+                   f"{errors}; greedy tokens match eager "
+                   f"{matched}/{len(steps)}")
+    else:
+        summary = (f"{len(records)} nodes within tolerance; output vs eager max abs {vs_eager.max_abs:.3g} "
+                   f"(SQNR {vs_eager.sqnr_db:.1f} dB), vs reference max abs {vs_reference.max_abs:.3g}")
     if status is not Status.PASS:
-        summary += f"; {vs_eager.message().splitlines()[0]}"
+        summary = where + summary + f"; {vs_eager.message().splitlines()[0]}"
     return status, dict(reason=clip(summary), **common)

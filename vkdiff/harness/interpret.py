@@ -85,8 +85,11 @@ def missing_references(delegate: Delegate) -> list[str]:
     return sorted(name for name in {o.name for o in delegate.ops} if not _has_reference(name))
 
 
-def trace(delegate: Delegate, inputs: Sequence[np.ndarray]) -> Env:
+def trace(delegate: Delegate, inputs: Sequence[np.ndarray], state: Env | None = None) -> Env:
     """Every value the delegate computes for ``inputs`` (in ``input_ids`` order), by value id.
+
+    ``state`` carries the constants ops mutate (KV caches) from one call to the next: read
+    before, updated after (a generation's prefill, then decode steps).
 
     Raises:
         UnsupportedOpError: an op has no schema or no reference (names every such op).
@@ -94,10 +97,13 @@ def trace(delegate: Delegate, inputs: Sequence[np.ndarray]) -> Env:
     missing = missing_references(delegate)
     if missing:
         raise UnsupportedOpError(f"no reference for {', '.join(missing)}")
-    env: Env = {vid: np.asarray(x) for vid, x in zip(delegate.input_ids, inputs)}
+    env: Env = {vid: np.array(value) for vid, value in (state or {}).items()}
+    env.update({vid: np.asarray(x) for vid, x in zip(delegate.input_ids, inputs)})
     for operation in delegate.ops:
         call = delegate.bind(operation)
         _store(delegate, env, call, reference.evaluate(call.schema.name, arguments(delegate, call, env)))
+    if state is not None:
+        state.update({vid: env[vid] for vid in delegate.constants if vid in env})
     return env
 
 

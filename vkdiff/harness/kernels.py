@@ -202,5 +202,5 @@ def record_launch(result: Result, launched: Launch, prepared: Prepared) -> None:
     result.metrics, result.tolerance = stats.to_dict(), tolerances[0].to_dict()
     if outputs:
         result.metrics["outputs"] = outputs
-    result.flags = ["polyfilled"] if launched.polyfilled else []
+    result.flags = (["polyfilled"] if launched.polyfilled else []) + (["inf-clamped"] if launched.clamped else [])
     result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launched.dispatch.items()}

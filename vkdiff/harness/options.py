@@ -40,6 +40,16 @@ def parse_route(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def parse_limits_profile(text: str) -> str:
+    """``--limits-profile``: a profile of ``limits.toml`` (one line naming the known ones otherwise)."""
+    from vkdiff.device.limits import UnknownLimitsProfileError, check_limits_profile
+
+    try:
+        return check_limits_profile(text)
+    except UnknownLimitsProfileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     """Add the options that select cases, devices and the ExecuTorch tree."""
     addoption(f"--{prefix}cases", metavar="PATTERN", type=parse_regex, default=None,
@@ -56,6 +66,9 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}route", metavar="PROFILE", type=parse_route, default="native",
               help="Routing profile for model cases on devices: device properties ET-VK routes on (native, mali, "
                    "adreno, amd-coopmat, no-dot-product; see vkdiff/device/routes.toml)")
+    addoption(f"--{prefix}limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
+              help="Create every device with a phone's lower limits (adreno-7xx, mali-g7xx; see "
+                   "vkdiff/device/limits.toml): exceeding one ends NOT_SUPPORTED naming it")
     addoption(f"--{prefix}allow-empty", action="store_true", default=False,
               help="Succeed even when, with an adapter and a tree, no kernel case ran (all NOT_RUN/NOT_SUPPORTED)")
 

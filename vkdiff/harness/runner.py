@@ -35,7 +35,8 @@ REGEX_SPECIAL = re.compile(r"[][(){}.*+?^$|\\]")
 """Characters of a case id that ``--cases`` (a regex) must see escaped."""
 
 
-def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None, route: str = "native") -> str:
+def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None, route: str = "native",
+                  limits_profile: str | None = None) -> str:
     """The command that reruns exactly this case on this device (``--et-src`` as the user gave it)."""
     kernel = isinstance(case, KernelCase)
     pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
@@ -44,6 +45,8 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
         parts += ["--device", device]
     if route != "native":
         parts += ["--route", route]
+    if limits_profile:
+        parts += ["--limits-profile", limits_profile]
     if et_src is not None:
         parts += ["--et-src", et_src]
     return shlex.join(parts)
@@ -73,13 +76,15 @@ class Runner:
         repairs_from (int | None): index in the process's repair log from which ``new_repairs`` reports
             (the log's length before the tree was chosen); None: from now on.
         route (str): routing profile of device runs (``vkdiff.device.routing``).
+        limits_profile (str | None): mobile limits every device is created with (``vkdiff.device.limits``).
     """
 
     def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]], seed: int = 0,
                  repeat: int = 1, et_src: str | None = None, repairs_from: int | None = None,
-                 route: str = "native"):
+                 route: str = "native", limits_profile: str | None = None):
         self.tree = tree
         self.route = route
+        self.limits_profile = limits_profile
         self.adapters = {info.slug: (info, adapter) for info, adapter in adapters}
         self.seed = seed
         self.repeat = repeat
@@ -117,7 +122,7 @@ class Runner:
         Results produced while a corrupt cache entry was repaired (or with a repaired tree) carry
         the flag ``cache-repaired``.
         """
-        repro = repro_command(case, device, self.et_src, self.route)
+        repro = repro_command(case, device, self.et_src, self.route, self.limits_profile)
         repairs = len(REPAIRS)
         kernel = isinstance(case, KernelCase)
         if kernel:
@@ -166,8 +171,11 @@ class Runner:
             return base_result(case, device, Status.NOT_RUN, reason=NO_ADAPTER, repro=repro)
         if self.tree.path is None:
             return base_result(case, device, Status.NOT_RUN, reason=self.tree.note, repro=repro)
-        return run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
-                        prepared=self._prepared(case), repro=repro)
+        result = run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
+                          prepared=self._prepared(case), repro=repro)
+        if self.limits_profile:
+            result.knobs = {**result.knobs, "limits": self.limits_profile}
+        return result
 
     def _run_model_on_device(self, case: ModelCase, device: str, repro: str) -> Result:
         from vkdiff.harness.device_models import check_on_device
@@ -175,14 +183,18 @@ class Runner:
         reason = NO_ADAPTER if device not in self.adapters else self.tree.note if self.tree.path is None else ""
         if reason:
             return Result(case=case.id, op=case.name, device=device, status=Status.NOT_RUN.name, variant=case.variant,
-                          rule="device", knobs={**case.knobs, "route": self.route}, reason=reason, repro=repro)
+                          rule="device", knobs=self._knobs(case), reason=reason, repro=repro)
         return check_on_device(case, self._context(device), route_name=self.route, tree=self.tree.path, repro=repro)
+
+    def _knobs(self, case: ModelCase) -> dict:
+        knobs = {**case.knobs, "route": self.route}
+        return {**knobs, "limits": self.limits_profile} if self.limits_profile else knobs
 
     def _context(self, slug: str) -> DeviceContext:
         if slug not in self._contexts:
             from vkdiff.device.context import DeviceContext
 
-            self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder)
+            self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder, self.limits_profile)
         return self._contexts[slug]
 
     def _prepared(self, case: KernelCase) -> Prepared | None:

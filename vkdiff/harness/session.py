@@ -122,6 +122,7 @@ class VkdiffSession:
         self.repeat: int = opt.vkdiff_repeat
         self.seed: int = opt.vkdiff_seed
         self.route: str = opt.vkdiff_route
+        self.limits_profile: str | None = opt.vkdiff_limits_profile
         self.suite: str = opt.vkdiff_suite
         self.et_src: str | None = opt.et_src
         self.allow_empty: bool = opt.vkdiff_allow_empty
@@ -191,7 +192,7 @@ class VkdiffSession:
     def runner(self) -> Runner:
         tree = self.tree or TreeChoice(path=None, note="no ExecuTorch tree was chosen for this session")
         return Runner(tree=tree, adapters=self.adapters, seed=self.seed, repeat=self.repeat, et_src=self.et_src,
-                      route=self.route)
+                      route=self.route, limits_profile=self.limits_profile)
 
     def device_slugs(self) -> list[str]:
         return [info.slug for info, _ in self.adapters]

@@ -147,6 +147,8 @@ class Launch:
     """ET-VK shader variant that computed the output (the last execute dispatch)."""
     polyfilled: bool = False
     """True when any shader used had ``dotPacked4x8AccSatEXT`` emulated."""
+    clamped: tuple[str, ...] = ()
+    """Shaders whose infinite float literals were clamped to the largest finite value for naga."""
     shaders: tuple[str, ...] = ()
     """Every variant dispatched (prepack shaders first)."""
     dispatch: dict = dataclasses.field(default_factory=dict)
@@ -172,6 +174,8 @@ class ComputeGraph:
         self.execute_nodes: list[ExecuteNode] = []
         self.executions = 0
         self.polyfilled = False
+        self.clamped: set[str] = set()
+        """Shaders run with infinite literals clamped (``spirv.clamp_infinite_constants``)."""
         self.node: int | None = None
         """The delegate op being added (recorded on each node)."""
         self.node_seconds: dict[int | None, float] = {}
@@ -373,6 +377,8 @@ class ComputeGraph:
             try:
                 pipeline, built = self.ctx.kernel(shader, node.spec, local_wg)
                 self.polyfilled |= built.polyfilled
+                if pipeline.infinities_clamped:
+                    self.clamped.add(shader)
                 dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader)
             except DtypeMismatchError as exc:
                 raise _named_binding(exc, self.ctx, shader) from None
@@ -405,7 +411,8 @@ class ComputeGraph:
         main = [d for d in self.dispatches if not d.prepack and not d.skipped][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)
-        return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, shaders=shaders,
+        return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, clamped=tuple(sorted(self.clamped)),
+                      shaders=shaders,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
 
 

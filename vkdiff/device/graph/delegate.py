@@ -87,6 +87,8 @@ class DelegateRun:
     stale: dict[str, list[str]]
     """Op → ported files whose source in the tree differs from the port's (``port-stale``)."""
     polyfilled: bool
+    clamped: tuple[str, ...]
+    """Shaders run with infinite literals clamped to the largest finite value (naga rejects infinities)."""
     seconds: float
     """Wall time of this execution (resize, encode, readbacks; plus the build for the first)."""
     resized: bool = False
@@ -254,7 +256,8 @@ class DelegateGraph:
         nodes = [self._node_run(built, first) for built in self.nodes]
         seconds = time.perf_counter() - start + (self.build_seconds if first else 0.0)
         return DelegateRun(nodes=nodes, values=read, outputs=[read[vid] for vid in delegate.output_ids],
-                           route=self.route, stale=self.stale, polyfilled=graph.polyfilled, seconds=seconds,
+                           route=self.route, stale=self.stale, polyfilled=graph.polyfilled,
+                           clamped=tuple(sorted(graph.clamped)), seconds=seconds,
                            resized=resized or self.data_dependent)
 
     def _node_run(self, built: "_BuiltNode", first: bool) -> NodeRun:
