@@ -1,6 +1,6 @@
 """Time model cases on devices: the graph runtime's host overhead per node and one whole verdict, cold and warm.
 
-For each default Vulkan model case (non-LLM) and each adapter, reports:
+For each default Vulkan model case (the tiny Llama generation cases included) and each adapter, reports:
 
 * **cold verdict**: the first ``judge`` on a fresh device context (shader builds from the
   disk cache, pipeline creation, prepack, every node, probes, readback, comparison);
@@ -8,7 +8,12 @@ For each default Vulkan model case (non-LLM) and each adapter, reports:
   (pipelines cached; prepack runs again, as a new graph is built per verdict);
 * **host ms / node**: wall time spent adding each node's dispatches (tensor metadata,
   UBOs, bind groups, submits; GPU work is not awaited there), median over warm runs;
-* **device run**: the delegate from staging in to readback out, without the comparison.
+* **device run**: the delegate from staging in to readback out, without the comparison (the
+  last call's, for generation cases);
+* for generation cases (prefill + decode steps, a whole generation per verdict), **decode ms**:
+  the median wall time of one decode step (resize, encode, submit, logits read back) on a graph
+  built once without probes, as an app would run it, and **decode host ms/node**: the host
+  time of that step per node (resize functions, pickers, encoding, submits).
 
 The full stack (torch, executorch) is needed only to prepare: ``--save DIR`` writes one
 pickle per case (delegate, inputs, eager outputs); ``--load DIR`` judges them on a
@@ -39,11 +44,27 @@ def prepared_models(pattern: str | None, load: Path | None) -> list:
 
     out = []
     for case in all_model_cases(pattern):
-        if case.partitioner.startswith("vulkan") and case.pipeline != "export_llama":
+        if case.partitioner.startswith("vulkan"):
             prepared = prepare_model(case)
             if not isinstance(prepared, tuple):
                 out.append(prepared)
     return out
+
+
+def decode_step(model, ctx, route, et_src: Path, repeat: int) -> tuple[float, float]:
+    """Median (wall ms, host ms per node) of the decode steps of ``repeat`` generations on one probe-less graph."""
+    from vkdiff.device.graph.delegate import DelegateGraph
+
+    graph = DelegateGraph(ctx, model.delegate, route=route, tree=et_src, probe=False)
+    walls, hosts = [], []
+    for _ in range(repeat):
+        for step, inputs in enumerate(model.steps):
+            tick = time.perf_counter()
+            run = graph.execute(inputs)
+            if step:
+                walls.append(1e3 * (time.perf_counter() - tick))
+                hosts.append(1e3 * sum(n.host_seconds for n in run.nodes) / len(run.nodes))
+    return statistics.median(walls), statistics.median(hosts)
 
 
 def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | None) -> None:
@@ -58,7 +79,7 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
 
     store = ResultStore(results) if results else None
     print(f"{'case':44s} {'device':14s} {'status':14s} {'nodes':>5s} {'cold s':>7s} {'warm ms':>8s} "
-          f"{'run ms':>7s} {'host ms/node':>12s}")
+          f"{'run ms':>7s} {'host ms/node':>12s} {'decode ms':>9s} {'decode host ms/node':>19s}")
     for info, adapter in select([]):
         for model in models:
             ctx = DeviceContext(info, adapter, ShaderBuilder(et_src))
@@ -79,9 +100,11 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
                 runs.append(again["metrics"]["seconds_device_run"])
                 host.append(again["metrics"]["host_ms_per_node"])
             nodes = len(fields["metrics"]["nodes"])
+            decode = "" if not model.generation else "{:9.1f} {:19.3f}".format(
+                *decode_step(model, ctx, chosen, et_src, repeat))
             print(f"{model.case_id:44s} {info.slug:14s} {status.name:14s} {nodes:5d} {cold:7.2f} "
                   f"{1e3 * statistics.median(warm):8.1f} {1e3 * statistics.median(runs):7.1f} "
-                  f"{statistics.median(host):12.3f}")
+                  f"{statistics.median(host):12.3f} {decode}")
             if store is not None:
                 store.append(Result(case=model.case_id, op=model.case_id.split("[")[0], device=info.slug,
                                     status=status.name, rule="device", knobs={"route": route},

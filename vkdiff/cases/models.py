@@ -85,6 +85,20 @@ def random_tokens(vocab: int, count: int) -> Callable[[torch.Generator], tuple]:
     return lambda g: (torch.randint(0, vocab, (1, count), generator=g),)
 
 
+LARGE_VOCAB = 20000
+"""Above 16384, the texture limit ExecuTorch's layout pass plans for (ExecuTorch issue #22333)."""
+
+
+def tokens_across(vocab: int, boundary: int, count: int) -> Callable[[torch.Generator], tuple]:
+    """Half the tokens below ``boundary``, half at or above it (rows on both sides of a texture limit)."""
+    def make(g: torch.Generator) -> tuple:
+        low = torch.randint(0, boundary, (count // 2,), generator=g)
+        high = torch.randint(boundary, vocab, (count - count // 2,), generator=g)
+        order = torch.randperm(count, generator=g)
+        return (torch.cat([low, high])[order].reshape(1, count),)
+    return make
+
+
 def model_cases() -> Iterator[ModelCase]:
     """Every model case in the default set."""
     for recipe, op in (("8da4w", LINEAR_DQ8CA_Q4GSW), ("4w", LINEAR_Q4GSW), ("8da4w-fp32zp", LINEAR_DQ8CA_Q4GSW)):
@@ -107,6 +121,8 @@ def model_cases() -> Iterator[ModelCase]:
         yield ModelCase(name=name, build=lambda h=head_first, t=tied: TiedLMHead(head_first=h, tied=t),
                         inputs=random_tokens(256, 6), recipe="emb4w+4w", expect_ops=(EMBEDDING_Q4GSW, LINEAR_Q4GSW),
                         rules=("expected_fusions", "transposed_scales", "tied_weight_dedup", "numerics"))
+    yield ModelCase(name="embedding_large_vocab", build=lambda: Embedding(vocab=LARGE_VOCAB),
+                    inputs=tokens_across(LARGE_VOCAB, 16384, 12), recipe="fp32", rules=("numerics",))
     for recipe in ("emb4w", "emb4w-perrow", "emb4w-asym"):
         asym = recipe == "emb4w-asym"
         rules = ("expected_fusions", "transposed_scales", "numerics") + (("weight_zero_points",) if asym else ())

@@ -71,8 +71,9 @@ def _node_outputs(delegate, node, run, expected, magnitude, global_env) -> list[
             continue
         got = np.asarray(run.values[vid], np.float64).reshape(np.shape(exp))
         tol = Tolerance.for_dtype(delegate.tensors[vid].dtype if vid in delegate.tensors else "int32")
-        mag = magnitude if index == 0 and magnitude is not None and np.shape(magnitude) == np.shape(exp) else None
-        entry = _entry(vid, got, exp, tol, mag)
+        mag = magnitude[index] if isinstance(magnitude, tuple) else magnitude if index == 0 else None
+        mag = mag if mag is not None and np.size(mag) == np.size(exp) else None
+        entry = _entry(vid, got, exp, tol, None if mag is None else np.reshape(mag, np.shape(exp)))
         if global_env is not None and vid in global_env:
             ref = np.asarray(global_env[vid], np.float64)
             if ref.size == got.size:
@@ -254,7 +255,8 @@ def _step_summary(step: int, run, records, vs_eager, vs_reference, model: ModelI
     bad = first_diverging(records)
     if bad is not None:
         summary.update(status=bad["status"], first_diverging={"index": bad["index"], "op": bad["op"],
-                                                             "shader": bad["shader"]})
+                                                             "shader": bad["shader"]},
+                       failing_nodes=[[r["index"], r["shader"]] for r in records if Status[r["status"]].is_failure()])
     return summary
 
 
@@ -313,8 +315,8 @@ def _verdict(model: ModelInputs, graph, steps, chosen: int, run, records, vs_eag
         reason = (f"{where}first diverging node {bad['index']} ({bad['op']}, {bad['shader']}): {what} %{worst['value']} "
                   f"max abs {worst['max_abs']:.3g}, {worst['mismatches']} elements over tolerance on its own "
                   f"inputs; model output vs eager max abs {vs_eager.max_abs:.3g}")
-        return Status[worst["status"]], dict(reason=clip(reason), node={"index": bad["index"], "op": bad["op"],
-                                                                       "step": chosen}, shader=bad["shader"], **common)
+        node = {"index": bad["index"], "op": bad["op"], **({"step": chosen} if model.generation else {})}
+        return Status[worst["status"]], dict(reason=clip(reason), node=node, shader=bad["shader"], **common)
     status = vs_eager.status()
     if model.generation:
         matched = sum(s["token_matches"] for s in steps)

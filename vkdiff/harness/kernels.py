@@ -75,7 +75,7 @@ def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
                                               else case.np_dtype) for e in expected)
         expected = tuple(np.asarray(e, np.float64) if np.asarray(e).dtype.kind == "f" else np.asarray(e)
                          for e in expected)
-        return Prepared(args=args, expected=expected, magnitude=None, tolerance=tolerance)
+        return Prepared(args=args, expected=expected, magnitude=magnitude, tolerance=tolerance)
     return Prepared(args=args, expected=expected, magnitude=magnitude, tolerance=Tolerance.for_dtype(case.np_dtype))
 
 
@@ -184,9 +184,11 @@ def _statistics(launched: Launch, prepared: Prepared) -> tuple[ErrorStatistics, 
     if not isinstance(launched.output, tuple):
         return ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance,
                                            prepared.magnitude, unwritten_mask(launched.output)), []
+    magnitudes = prepared.magnitude or (None,) * len(launched.output)
     each = [ErrorStatistics.from_arrays(np.asarray(out), np.asarray(exp).reshape(np.shape(out)), tol,
-                                        None, unwritten_mask(out))
-            for out, exp, tol in zip(launched.output, prepared.expected, prepared.tolerance)]
+                                        None if mag is None else np.asarray(mag).reshape(np.shape(out)),
+                                        unwritten_mask(out))
+            for out, exp, tol, mag in zip(launched.output, prepared.expected, prepared.tolerance, magnitudes)]
     worst = max(each, key=lambda st: (st.status().is_failure(), st.status()))
     return worst, [st.to_dict() for st in each]
 

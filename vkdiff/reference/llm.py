@@ -65,6 +65,35 @@ def apply_rotary_emb_hf(xq, xk, freqs_cos, freqs_sin, start_pos: int) -> tuple[n
     return (_rotate_half(np.asarray(xq, np.float64), cos, sin), _rotate_half(np.asarray(xk, np.float64), cos, sin))
 
 
+def apply_rotary_emb_accumulation(xq, xk, freqs_cos, freqs_sin) -> tuple[tuple, tuple]:
+    """Outputs and their magnitudes ``|x_r·cos| + |x_i·sin|`` (the two products a rotation adds)."""
+    cos, sin = np.abs(np.asarray(freqs_cos, np.float64)), np.abs(np.asarray(freqs_sin, np.float64))
+
+    def magnitude(x) -> np.ndarray:
+        pairs = np.abs(np.asarray(x, np.float64)).reshape(*np.shape(x)[:-1], -1, 2)
+        c, s = cos[None, :, None, :], sin[None, :, None, :]
+        return np.stack([pairs[..., 0] * c + pairs[..., 1] * s, pairs[..., 0] * s + pairs[..., 1] * c],
+                        axis=-1).reshape(np.shape(x))
+
+    return apply_rotary_emb(xq, xk, freqs_cos, freqs_sin), (magnitude(xq), magnitude(xk))
+
+
+def apply_rotary_emb_hf_accumulation(xq, xk, freqs_cos, freqs_sin, start_pos: int) -> tuple[tuple, tuple]:
+    """Outputs and their magnitudes ``|x|·|cos| + |rotate_half(x)|·|sin|`` (features past the rotary dims: ``|x|``)."""
+    seq = np.shape(xq)[1]
+    cos = np.abs(np.asarray(freqs_cos, np.float64)[int(start_pos):int(start_pos) + seq])
+    sin = np.abs(np.asarray(freqs_sin, np.float64)[int(start_pos):int(start_pos) + seq])
+
+    def magnitude(x) -> np.ndarray:
+        x = np.abs(np.asarray(x, np.float64))
+        dim, half = cos.shape[-1], cos.shape[-1] // 2
+        rot = x[..., :dim]
+        swapped = np.concatenate([rot[..., half:], rot[..., :half]], axis=-1)
+        return np.concatenate([rot * cos[None, :, None, :] + swapped * sin[None, :, None, :], x[..., dim:]], axis=-1)
+
+    return apply_rotary_emb_hf(xq, xk, freqs_cos, freqs_sin, start_pos), (magnitude(xq), magnitude(xk))
+
+
 def _softmax(scores: np.ndarray) -> np.ndarray:
     shifted = scores - np.max(scores, axis=-1, keepdims=True)
     weights = np.exp(shifted)

@@ -46,7 +46,7 @@ class ReferenceOp:
     fn: Callable[..., Any]
     """Output(s) from the schema's arguments by name."""
     accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None
-    """``(output, magnitude)`` for reductions, else None."""
+    """``(output, magnitude)`` for reductions (tuples of them for ops returning tuples), else None."""
 
 
 OPS: dict[str, ReferenceOp] = {}
@@ -152,8 +152,9 @@ def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_bl
 
 
 reference_op("et_vk.rms_norm.default")(llm.rms_norm)
-reference_op("et_vk.apply_rotary_emb.default")(llm.apply_rotary_emb)
-reference_op("et_vk.apply_rotary_emb_hf.default")(llm.apply_rotary_emb_hf)
+reference_op("et_vk.apply_rotary_emb.default", accumulation=llm.apply_rotary_emb_accumulation)(llm.apply_rotary_emb)
+reference_op("et_vk.apply_rotary_emb_hf.default", accumulation=llm.apply_rotary_emb_hf_accumulation)(
+    llm.apply_rotary_emb_hf)
 reference_op("llama.sdpa_with_kv_cache.default")(llm.sdpa_with_kv_cache)
 reference_op("aten.embedding.default")(llm.embedding)
 reference_op("aten.slice_copy.Tensor")(llm.slice_copy)

@@ -23,9 +23,6 @@ pytestmark = [requires_pinned_tree, requires_vulkan]
 
 CASES = all_cases(r"^(rms_norm|apply_rotary_emb|apply_rotary_emb_hf)\[")
 
-HALF_ARITHMETIC = ("the buffer half variant computes in f16vec4 (bit-exact with a float16 emulation, see "
-                   "test_rotary_buffer_half_computes_in_half); tuple outputs get no accumulation magnitude, so "
-                   "cancellations exceed atol=1e-3 on a few of 7168 elements")
 SUPPRESSIONS: dict[str, str] = {
     r"^apply_rotary_emb\[T5-Hq4-Hkv2-D6-fp(32|16)-buffer\]$":
         "upstream: rotary_embedding.glsl (buffer) loads vec4 texels at linear_index / 4; head_dim 6 rows start "
@@ -33,8 +30,6 @@ SUPPRESSIONS: dict[str, str] = {
     r"^apply_rotary_emb\[T5-Hq4-Hkv2-D12-fp(32|16)-(buffer|texture3d)\]$":
         "upstream: rotary_embedding.glsl returns when the second texel (x*8+4) is past head_dim: for "
         "head_dim % 8 == 4 features 8..11 of every head are never written",
-    r"^apply_rotary_emb\[T7-Hq8-Hkv2-D128-fp16-buffer\]$": HALF_ARITHMETIC,
-    r"^apply_rotary_emb_hf\[T7-Hq8-Hkv2-D128-R128-P0-fp16-buffer\]$": HALF_ARITHMETIC,
 }
 """Known failures by case-id regex (pinned main tree, lavapipe), applied as ``xfail(strict=True)``."""
 
