@@ -21,6 +21,7 @@ machine with only numpy and wgpu, and ``--results FILE`` appends the verdicts as
 records (the NVIDIA run of the closing note was made so).
 
     python3 benchmarks/bench_models.py --et-src TREE [--cases REGEX] [--save DIR | --load DIR] [--route mali]
+                                       [--limits-profile adreno-7xx]
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def decode_step(model, ctx, route, et_src: Path, repeat: int) -> tuple[float, fl
     return statistics.median(walls), statistics.median(hosts)
 
 
-def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | None) -> None:
+def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | None,
+          limits_profile: str | None = None) -> None:
     from vkdiff.device.adapters import select
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
@@ -82,7 +84,7 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
           f"{'run ms':>7s} {'host ms/node':>12s} {'decode ms':>9s} {'decode host ms/node':>19s}")
     for info, adapter in select([]):
         for model in models:
-            ctx = DeviceContext(info, adapter, ShaderBuilder(et_src))
+            ctx = DeviceContext(info, adapter, ShaderBuilder(et_src), limits_profile)
             chosen = route_for(route, ctx.info)
             start = time.perf_counter()
             try:
@@ -107,7 +109,8 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
                   f"{statistics.median(host):12.3f} {decode}")
             if store is not None:
                 store.append(Result(case=model.case_id, op=model.case_id.split("[")[0], device=info.slug,
-                                    status=status.name, rule="device", knobs={"route": route},
+                                    status=status.name, rule="device",
+                                    knobs={"route": route, **({"limits": limits_profile} if limits_profile else {})},
                                     versions=versions(), device_info=ctx.info_dict, seconds=round(cold, 3),
                                     **fields))
 
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--et-src", type=Path, help="extracted ExecuTorch tree (needed unless --save)")
     parser.add_argument("--cases", default=None, help="regex over case ids")
     parser.add_argument("--route", default="native")
+    parser.add_argument("--limits-profile", default=None, help="mobile limits profile (vkdiff/device/limits.toml)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--save", type=Path, help="write prepared models here and stop")
     parser.add_argument("--load", type=Path, help="read prepared models from here (no torch needed)")
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.et_src is None:
         parser.error("--et-src is needed to run (an extracted tree)")
-    bench(models, args.et_src, args.route, args.repeat, args.results)
+    bench(models, args.et_src, args.route, args.repeat, args.results, args.limits_profile)
     return 0
 
 
