@@ -226,3 +226,21 @@ def test_expectation_in_results_file_is_rendered(tmp_path):
     page = _page(render_reports([path], tmp_path / "out").devices["mali"])
     assert "known" in page.find("article", id=anchor(CASE_DIVERGENT)).classes
     assert "passed" not in page.find("section", id="summary").text
+
+
+def test_generation_steps_are_a_table_in_the_card(tmp_path):
+    case = "tiny_llama[llm-8da4w-vulkan]"
+    steps = [{"step": 0, "kind": "prefill", "status": "PASS", "max_abs_vs_eager": 3e-7, "sqnr_db": 136.7,
+              "token": 229, "eager_token": 229},
+             {"step": 1, "kind": "decode", "status": "FAIL_NUMERIC", "max_abs_vs_eager": 9e-3, "sqnr_db": 45.0,
+              "token": 179, "eager_token": 179, "failing_nodes": [[10, "a"], [13, "a"]],
+              "first_diverging": {"index": 10, "op": "et_vk.linear_dq8ca_q4gsw.default", "shader": "coop_x"}}]
+    line = result(case, "mali", "FAIL_NUMERIC")
+    line["metrics"]["steps"] = steps
+    index = render_results([Result.from_dict(line)], tmp_path / "out")
+    card = _page(index.devices["mali"]).find("article", id=anchor(case))
+    table = card.find("table", cls="steps")
+    text = re.sub(r"\s+", " ", table.text)
+    assert "prefill" in text and "decode" in text and "179 / 179" in text
+    assert "10 et_vk.linear_dq8ca_q4gsw.default (coop_x)" in text
+    assert "steps" not in re.sub(r"\s+", " ", card.find("dl", cls="facts").text)

@@ -298,6 +298,24 @@ class Row:
         return values  # type: ignore[return-value]
 
     @property
+    def steps(self) -> list[dict[str, Any]]:
+        """A generation's calls (prefill, decode steps) as table rows, when recorded."""
+        rows = []
+        recorded = self.metrics.get("steps")
+        for step in recorded if isinstance(recorded, list) else []:
+            step = as_dict(step)
+            if "step" not in step:
+                continue
+            first = as_dict(step.get("first_diverging"))
+            token, eager = step.get("token"), step.get("eager_token")
+            rows.append({"step": step.get("step"), "kind": step.get("kind", ""), "status": str(step.get("status", "")),
+                         "max_abs": fmt_num(step.get("max_abs_vs_eager")), "sqnr": fmt_num(step.get("sqnr_db")),
+                         "tokens": "" if token is None else f"{token} / {eager}",
+                         "first": f"{first.get('index')} {first.get('op', '')} ({first.get('shader', '')})" if first else "",
+                         "failing": len(step["failing_nodes"]) if isinstance(step.get("failing_nodes"), list) else 0})
+        return rows
+
+    @property
     def extra_metrics(self) -> dict[str, str]:
         """Metric keys this report does not know, as short JSON (forward compatibility)."""
         return {k: clip(json.dumps(v, default=str), 120) for k, v in sorted(self.metrics.items())
@@ -316,7 +334,7 @@ class Row:
 
 KNOWN_METRICS = frozenset({
     "total", "mismatches", "max_abs", "max_rel", "sqnr_db", "nan_count", "inf_count", "unwritten",
-    "worst_index", "first_mismatches", "shape_mismatch", "error_hist", "error_map",
+    "worst_index", "first_mismatches", "shape_mismatch", "error_hist", "error_map", "steps",
 })
 
 
