@@ -115,22 +115,15 @@ class ExecuteNode:
     picked: tuple[str, tuple[int, int, int], tuple[int, int, int]] | None = None
     """Shader, global and local size as last picked."""
 
-    def pick(self, first: bool = False) -> None:
-        """Evaluate the dynamic parameters (all of them the first time)."""
-        current = self.picked
+    def pick(self) -> None:
+        """Evaluate shader, global and local size (fixed values evaluate to themselves)."""
         shader = self.shader() if callable(self.shader) else self.shader
-        global_wg = self.global_wg() if callable(self.global_wg) else self.global_wg
+        global_wg = tuple(self.global_wg() if callable(self.global_wg) else self.global_wg)
         if self.local_wg is None:
             local_wg = create_local_wg_size(global_wg)
         else:
             local_wg = self.local_wg() if callable(self.local_wg) else self.local_wg
-        if first or current is None:
-            self.picked = (shader, tuple(global_wg), tuple(local_wg))
-            return
-        self.picked = (shader if callable(self.shader) else current[0],
-                       tuple(global_wg) if callable(self.global_wg) else current[1],
-                       tuple(local_wg) if callable(self.local_wg) or self.local_wg is None and callable(self.global_wg)
-                       else current[2])
+        self.picked = (shader, global_wg, tuple(local_wg))
 
     @property
     def dynamic(self) -> bool:
@@ -319,7 +312,7 @@ class ComputeGraph:
         args = tuple(r for r in resources if isinstance(r, Tensor)) + tuple(resize_args)
         node = ExecuteNode(node=self.node, args=args, resize=resize, shader=shader, global_wg=global_wg,
                            local_wg=local_wg, resources=tuple(resources), spec=dict(spec or {}), immediates=parts)
-        node.pick(first=True)
+        node.pick()
         if prepack or self._executing:
             self._encode(node, prepack=prepack)
             return
