@@ -26,8 +26,8 @@ def _tree(tmp_path: Path, shader: str = "vk_broken.glsl") -> Path:
 
 
 RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src PATH]
-                  [--repeat N] [--seed INT] [--route PROFILE]
-                  [--limits-profile NAME] [--allow-empty]
+                  [--repeat N] [--timeout SECONDS] [--seed INT]
+                  [--route PROFILE] [--limits-profile NAME] [--allow-empty]
                   [--results FILE.jsonl] [--list]
                   [--suite {all,kernels,models}] [-r DIR]
 """

@@ -57,6 +57,7 @@ def test_a_wrong_value_in_a_middle_node_names_exactly_that_node(et_ctx, et_tree)
     assert result.node["index"] == target and f"first diverging node {target} " in result.reason
     statuses = [n["status"] for n in result.metrics["nodes"]]
     assert statuses[target] == "FAIL_NUMERIC" and statuses.count("FAIL_NUMERIC") == 1
+    assert [o["mismatches"] for o in result.metrics["nodes"][target]["outputs"]] == [1], "only the injected element"
 
 
 def test_routes_mali_and_adreno_give_the_same_node_verdicts(et_ctx, et_tree):
@@ -110,3 +111,25 @@ def test_inputs_and_outputs_are_probed_in_their_declared_dims(et_ctx, et_tree):
     run = delegate_runtime.run_delegate(et_ctx, d, [tokens], route=route_for("native", et_ctx.info), tree=et_tree)
     assert set(run.values) >= set(d.input_ids) | set(d.output_ids)
     assert run.outputs[0].shape == tuple(d.tensors[d.output_ids[0]].dims)
+
+
+def test_repeat_names_the_first_node_whose_value_differs_bitwise_between_runs(et_ctx, et_tree):
+    """A node whose output changes from one run to the next (here: only in the second graph) is NONDETERMINISTIC,
+    named with its step and the count of differing elements, although each run alone is judged PASS."""
+    target, builds = 9, []
+
+    def tamper(index, graph, outputs):
+        if index == 0 and not builds.count(id(graph)):
+            builds.append(id(graph))
+        if index == target and len(builds) == 2:
+            for tensor in outputs.values():
+                value = read_nchw(graph, tensor).get()
+                value.reshape(-1)[3:5] = np.nextafter(value.reshape(-1)[3:5], np.inf)
+                write_nchw(graph, tensor, value)
+
+    result = check_on_device(case("llama_proj[4w-vulkan]"), et_ctx, tree=et_tree, tamper=tamper, repeat=2)
+    assert result.status == Status.NONDETERMINISTIC.name, result.reason
+    found = result.metrics["nondeterministic"]
+    assert (found["run"], found["step"], found["index"], found["differing"]) == (2, 0, target, 2)
+    assert found["first_run_status"] == "PASS"
+    assert result.node["index"] == target and f"node {target} (" in result.reason

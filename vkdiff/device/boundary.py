@@ -86,6 +86,20 @@ class DispatchError(DeviceError):
     """Validation failed while binding or dispatching (→ ``ERROR``: a launcher bug)."""
 
 
+class DeviceLostError(DeviceError):
+    """The device was lost (driver reset, ``destroy``, a fault): ``ERROR (device lost)``; the next case gets a
+    fresh device."""
+
+
+DEVICE_LOST = re.compile(r"device is lost|device lost|DeviceLost|VK_ERROR_DEVICE_LOST", re.IGNORECASE)
+"""How wgpu-native and Vulkan word a lost device (``Parent device is lost``)."""
+
+
+def is_device_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (typed or a raw wgpu error) says the device was lost."""
+    return isinstance(exc, DeviceLostError) or bool(DEVICE_LOST.search(str(exc)))
+
+
 @contextlib.contextmanager
 def quiet_stderr() -> Iterator[list[str]]:
     """Collect what native code writes on file descriptor 2 (Mesa's XDG_RUNTIME_DIR noise).
@@ -142,6 +156,8 @@ def gpu_call(error_type: type[DeviceError], what: str, fn: Callable[..., T], *ar
 
 def _typed(error_type: type[DeviceError], what: str, message: str) -> DeviceError:
     text = _first_lines(message)
+    if DEVICE_LOST.search(message):
+        return DeviceLostError(f"{what}: device lost: {text}")
     if issubclass(error_type, ShaderLoadError):
         capability = missing_capability(message)
         if capability is not None:

@@ -12,7 +12,7 @@ import hashlib
 import re
 from typing import Any, Mapping, Sequence
 
-from vkdiff.device import spirv
+from vkdiff.device import spirv, watchdog
 from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
                                     ShaderUnsupportedError, gpu_call, naga_missing_capability)
 from vkdiff.device.resources import Tensor
@@ -108,8 +108,9 @@ class PipelineCache:
                 raise
             raise ShaderUnsupportedError(f"{label}: shader module: needs {lacking}, which naga cannot represent: "
                                          f"{str(exc).split(': ', 2)[-1]}") from None
-        handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
-                          layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
+        with watchdog.waiting(f"creating the pipeline of {label}"):
+            handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
+                              layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
                         infinities_clamped=clamped)
 
@@ -226,3 +227,4 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
         device.queue.submit([encoder.finish()])
 
     gpu_call(DispatchError, f"{label}: dispatch", record)
+    watchdog.note_dispatch(f"{label} {groups}")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from vkdiff.device import layouts
+from vkdiff.device import layouts, watchdog
 from vkdiff.device.boundary import DeviceLimitError, DispatchError, gpu_call
 
 Storage = Literal["buffer", "texture3d", "texture2d"]
@@ -159,13 +159,17 @@ def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:
 
 def read(device: Any, tensor: Tensor) -> np.ndarray:
     """Read a tensor back into its numpy shape and dtype."""
+    what = f"reading back {tensor.storage} {list(tensor.shape)}"
     if tensor.storage == "buffer":
         count = int(np.prod(tensor.buffer_shape))
-        raw = device.queue.read_buffer(tensor.handle)[: count * tensor.dtype.itemsize]
+        with watchdog.waiting(what):
+            raw = gpu_call(DispatchError, what, device.queue.read_buffer, tensor.handle)
+        raw = raw[: count * tensor.dtype.itemsize]
         return np.frombuffer(raw, dtype=tensor.dtype).reshape(tensor.buffer_shape).copy()
     width4, height, depth = layouts.texture_extent(tensor.shape)
     row = width4 * 4 * tensor.dtype.itemsize
-    raw = device.queue.read_texture({"texture": tensor.handle}, {"bytes_per_row": row, "rows_per_image": height},
-                                    (width4, height, depth))
+    with watchdog.waiting(what):
+        raw = gpu_call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
+                       {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
     texels = np.frombuffer(raw, dtype=tensor.dtype).reshape(depth, height, width4, 4)
     return layouts.from_texels(texels, tensor.shape)

@@ -184,7 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     repairs_before = len(REPAIRS)
     tree, devices = _resolve_inputs(args, console)
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
-                    repairs_from=repairs_before, route=args.route, limits_profile=args.limits_profile)
+                    repairs_from=repairs_before, route=args.route, limits_profile=args.limits_profile,
+                    timeout=args.timeout)
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:

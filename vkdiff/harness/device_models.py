@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import Delegate, Result, Status, Tolerance, clip, versions
+from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, Delegate, Result, Status, Tolerance, clip, versions
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
@@ -153,40 +153,99 @@ def eager_output(case: ModelCase) -> tuple[np.ndarray, tuple]:
     return run.outputs[0], run.inputs[0]
 
 
-def _base(case: ModelCase, ctx, route, repro: str) -> dict[str, Any]:
-    knobs = {**case.knobs, "route": route.name}
-    if getattr(ctx, "limits_profile", None):
-        knobs["limits"] = ctx.limits_profile
-    return dict(case=case.id, op=case.name, device=ctx.info.slug, variant=case.variant, rule="device",
-                knobs=knobs, versions=versions(), seed=case.seed(), repro=repro, device_info=ctx.info_dict)
+def identity(case: ModelCase, repro: str = "") -> dict[str, Any]:
+    """The device-independent fields of a model case's device result (what a device worker is sent)."""
+    return dict(case=case.id, op=case.name, variant=case.variant, rule="device", knobs=dict(case.knobs),
+                seed=case.seed(), repro=repro)
 
 
 def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=None, repro: str = "",
-                    tamper=None) -> Result:
+                    tamper=None, repeat: int = 1) -> Result:
     """One model case's delegate on one device under a routing profile: one ``device`` result (never raises)."""
+    return run_prepared(ctx, model=prepare_or_status(case), ident=identity(case, repro), route_name=route_name, tree=tree,
+                        tamper=tamper, repeat=repeat)
+
+
+def run_prepared(ctx, *, model: ModelInputs | tuple[Status, str], ident: dict[str, Any], route_name: str = "native",
+                 tree=None, tamper=None, repeat: int = 1) -> Result:
+    """``check_on_device`` once the host has prepared the case: numpy and wgpu only (device workers run this)."""
     from vkdiff.device.routing import route_for
 
     start = time.perf_counter()
     route = route_for(route_name, ctx.info)
-    base = _base(case, ctx, route, repro)
+    knobs = {**ident["knobs"], "route": route.name, **({"limits": ctx.limits_profile} if ctx.limits_profile else {})}
+    base = dict(ident, knobs=knobs, device=ctx.info.slug, versions=versions(), device_info=ctx.info_dict)
     try:
-        status, fields = _check(case, ctx, route, tree, tamper)
+        if isinstance(model, tuple):
+            status, fields = model[0], dict(reason=model[1])
+        else:
+            first: list = []
+            status, fields = judge(model, ctx, route, tree, tamper, keep=first)
+            if repeat > 1:
+                status, fields = _repeat(model, ctx, route, tree, tamper, repeat, first, status, fields)
     except Exception as exc:  # a harness bug must not abort the run
-        from vkdiff.harness.kernels import status_of_exception
-
-        status, reason = status_of_exception(exc)
-        where = getattr(exc, "node_index", None)
-        node = {} if where is None else {"index": where, "op": exc.node_op, "shader": getattr(exc, "shader", "")}
-        prefix = f"node {where} ({exc.node_op}): " if where is not None else ""
-        if getattr(exc, "step", None) is not None:
-            prefix = f"step {exc.step}: {prefix}"
-            node["step"] = exc.step
-        fields = dict(reason=clip(prefix + reason), node=node, shader=node.get("shader", ""))
-        stale = getattr(exc, "stale", None)
-        if stale:
-            fields.update(flags=[PORT_STALE_FLAG], metrics={"port_stale": stale})
+        status, fields = _failed(exc)
     fields.setdefault("metrics", {})["route"] = route.to_dict()
     return Result(status=status.name, seconds=round(time.perf_counter() - start, 3), **base, **fields)
+
+
+def _first_difference(before, again) -> tuple[Any, int, int, int] | None:
+    """(node, value id, differing elements, elements) of the first node output or state that differs bitwise."""
+    from vkdiff.harness.kernels import differing_elements
+
+    for node, node_again in zip(before.nodes, again.nodes):
+        ours = {**{v: before.values[v] for v in node.call.outputs if v in before.values}, **node.states_after}
+        theirs = {**{v: again.values[v] for v in node.call.outputs if v in again.values}, **node_again.states_after}
+        for vid in [v for v in ours if v in theirs]:
+            differing = differing_elements(ours[vid], theirs[vid])
+            if differing:
+                return node, vid, differing, int(np.size(ours[vid]))
+    return None
+
+
+def _repeat(model: ModelInputs, ctx, route, tree, tamper, repeat: int, first: list, status: Status,
+            fields: dict[str, Any]) -> tuple[Status, dict[str, Any]]:
+    """Run every call again on fresh graphs; the first node whose value differs bitwise makes it
+    ``NONDETERMINISTIC``."""
+    from vkdiff.device.graph.delegate import DelegateGraph
+
+    for run in range(2, repeat + 1):
+        graph = DelegateGraph(ctx, model.delegate, route=route, tree=tree, tamper=tamper)
+        for step, (xs, before) in enumerate(zip(model.steps, first)):
+            found = _first_difference(before, graph.execute(xs))
+            if found is None:
+                continue
+            node, vid, differing, total = found
+            fields.setdefault("metrics", {})["nondeterministic"] = {
+                "run": run, "step": step, "index": node.index, "op": node.op, "value": vid, "shader": node.shader,
+                "differing": differing, "total": total, "first_run_status": status.name}
+            reason = (f"run {run} of {repeat} differs bitwise from run 1 at step {step}, node {node.index} "
+                      f"({node.op}, {node.shader}): %{vid} in {differing} of {total} elements (run 1 alone: "
+                      f"{status.name})")
+            where = {"index": node.index, "op": node.op, **({"step": step} if model.generation else {})}
+            return Status.NONDETERMINISTIC, {**fields, "reason": clip(reason), "node": where, "shader": node.shader}
+    return status, fields
+
+
+def _failed(exc: Exception) -> tuple[Status, dict[str, Any]]:
+    """The status and fields of a device run that raised: the node, step and shader it was at."""
+    from vkdiff.device.boundary import is_device_lost
+    from vkdiff.harness.kernels import status_of_exception
+
+    status, reason = status_of_exception(exc)
+    where = getattr(exc, "node_index", None)
+    node = {} if where is None else {"index": where, "op": exc.node_op, "shader": getattr(exc, "shader", "")}
+    prefix = f"node {where} ({exc.node_op}): " if where is not None else ""
+    if getattr(exc, "step", None) is not None:
+        prefix = f"step {exc.step}: {prefix}"
+        node["step"] = exc.step
+    fields = dict(reason=clip(prefix + reason), node=node, shader=node.get("shader", ""))
+    stale = getattr(exc, "stale", None)
+    if stale:
+        fields.update(flags=[PORT_STALE_FLAG], metrics={"port_stale": stale})
+    if is_device_lost(exc):
+        fields["flags"] = [*fields.get("flags", []), DEVICE_LOST_FLAG]
+    return status, fields
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -236,11 +295,15 @@ def prepare_model(case: ModelCase) -> ModelInputs | tuple[Status, str]:
                        tolerance=model_tolerance(lowered), tokens=run.tokens)
 
 
-def _check(case: ModelCase, ctx, route, tree, tamper) -> tuple[Status, dict[str, Any]]:
-    prepared = prepare_model(case)
-    if isinstance(prepared, tuple):
-        return prepared[0], dict(reason=prepared[1])
-    return judge(prepared, ctx, route, tree, tamper)
+def prepare_or_status(case: ModelCase) -> ModelInputs | tuple[Status, str]:
+    """``prepare_model``, with anything it raises as a (status, reason): a run never stops on one case."""
+    try:
+        return prepare_model(case)
+    except Exception as exc:  # lowering or eager broke in a way the host results also show
+        from vkdiff.harness.kernels import status_of_exception
+
+        status, reason = status_of_exception(exc)
+        return status, clip(f"preparing the case failed: {reason}")
 
 
 def _step_summary(step: int, run, records, vs_eager, vs_reference, model: ModelInputs) -> dict[str, Any]:
@@ -260,9 +323,10 @@ def _step_summary(step: int, run, records, vs_eager, vs_reference, model: ModelI
     return summary
 
 
-def judge(model: ModelInputs, ctx, route, tree=None, tamper=None) -> tuple[Status, dict[str, Any]]:
+def judge(model: ModelInputs, ctx, route, tree=None, tamper=None, keep: list | None = None
+          ) -> tuple[Status, dict[str, Any]]:
     """Build the delegate on ``ctx``, execute every call, judge every node and output (raises device errors,
-    with ``stale``)."""
+    with ``stale``); each call's ``DelegateRun`` is appended to ``keep`` when given."""
     from vkdiff.device.graph.delegate import DelegateGraph, stale_for
     from vkdiff.harness import interpret
 
@@ -273,6 +337,8 @@ def judge(model: ModelInputs, ctx, route, tree=None, tamper=None) -> tuple[Statu
         graph = DelegateGraph(ctx, delegate, route=route, tree=tree, tamper=tamper)
         for step, (xs, expected) in enumerate(zip(model.steps, model.expected)):
             run = graph.execute(xs)
+            if keep is not None:
+                keep.append(run)
             global_env = interpret.trace(delegate, xs, state)
             records = compare_nodes(delegate, run, global_env)
             out = np.concatenate([np.asarray(o, np.float64).reshape(-1) for o in run.outputs])

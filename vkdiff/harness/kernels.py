@@ -23,7 +23,7 @@ import numpy as np
 from vkdiff import reference
 from vkdiff.cases.kernels import KernelCase, suite_of
 from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
-                                    ShaderUnsupportedError)
+                                    ShaderUnsupportedError, is_device_lost)
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import Launch
@@ -31,7 +31,7 @@ from vkdiff.device.launchers import run_op
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import Result, Status, Tolerance, clip, versions
+from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, clip, versions
 
 PREPARE_BLAS_THREADS = 1
 """BLAS threads for preparing references: float64 matmuls of kernel cases are small, and an
@@ -132,6 +132,8 @@ def status_of_exception(exc: BaseException) -> tuple[Status, str]:
     for kind, status in _EXCEPTION_STATUS:
         if isinstance(exc, kind):
             return status, str(exc)
+    if is_device_lost(exc):
+        return Status.ERROR, f"device lost: {exc}"
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
     return Status.ERROR, f"{type(exc).__name__}: {exc}{at}"
@@ -162,21 +164,39 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
         prepared = prepared or prepare_case(case, session_seed)
         first = launch(ctx, case, prepared)
         record_launch(result, first, prepared)
-        for _ in range(repeat - 1):
-            again = launch(ctx, case, prepared)
-            if _raw(again.output) != _raw(first.output):
-                result.status = Status.NONDETERMINISTIC.name
-                result.reason = "repeat runs differ bitwise"
+        for run in range(2, repeat + 1):
+            differing = differing_elements(first.output, launch(ctx, case, prepared).output)
+            if differing:
+                total = sum(np.size(o) for o in _outputs(first.output))
+                alone, result.status = result.status, Status.NONDETERMINISTIC.name
+                result.reason = (f"run {run} of {repeat} differs bitwise from run 1 in {differing} of {total} output "
+                                 f"elements (run 1 alone: {alone})")
+                result.metrics["nondeterministic"] = {"run": run, "differing": differing, "total": total,
+                                                      "first_run_status": alone}
                 break
     except Exception as exc:  # every failure becomes a status; the run goes on
         status, reason = status_of_exception(exc)
         result.status, result.reason = status.name, clip(reason)
+        if is_device_lost(exc):
+            result.flags = [*result.flags, DEVICE_LOST_FLAG]
     result.seconds = round(time.perf_counter() - start, 4)
     return result
 
 
-def _raw(output: Any) -> bytes:
-    return b"".join(o.tobytes() for o in output) if isinstance(output, tuple) else output.tobytes()
+def _outputs(output: Any) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(o) for o in output) if isinstance(output, tuple) else (np.asarray(output),)
+
+
+def differing_elements(a: Any, b: Any) -> int:
+    """Elements whose bits differ between two runs' outputs (NaN payloads included; shapes must agree)."""
+    count = 0
+    for x, y in zip(_outputs(a), _outputs(b)):
+        x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return max(x.size, y.size)
+        bits = x.view(np.uint8).reshape(x.size, -1) != y.view(np.uint8).reshape(y.size, -1)
+        count += int(bits.any(axis=1).sum())
+    return count
 
 
 def _statistics(launched: Launch, prepared: Prepared) -> tuple[ErrorStatistics, list[dict[str, Any]]]:

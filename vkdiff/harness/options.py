@@ -29,6 +29,17 @@ def parse_repeat(text: str) -> int:
     return value
 
 
+def parse_timeout(text: str) -> float:
+    """Validate ``--timeout``: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--timeout must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def parse_route(text: str) -> str:
     """``--route``: a profile of ``routes.toml`` (one line naming the known ones otherwise)."""
 
@@ -61,6 +72,9 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
                    "VKDIFF_ET_SRC; default: the installed executorch's commit, fetched once)")
     addoption(f"--{prefix}repeat", metavar="N", type=parse_repeat, default=1,
               help="Run each case N times and flag bitwise differences as NONDETERMINISTIC")
+    addoption(f"--{prefix}timeout", metavar="SECONDS", type=parse_timeout, default=None,
+              help="Run device work in a child process per device: a wait on the device longer than this ends the "
+                   "case ERROR (hang) and the run goes on with a fresh device (default: in-process, no limit)")
     addoption(f"--{prefix}seed", metavar="INT", type=int, default=0,
               help="Session seed mixed into every case's input seed (printed at start)")
     addoption(f"--{prefix}route", metavar="PROFILE", type=parse_route, default="native",

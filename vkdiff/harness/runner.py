@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
-from vkdiff.harness.datamodel import HOST, REPAIRED_FLAG, REPAIRS, Repair, Result, Status
+from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result, Status
 from vkdiff.harness.expectations import annotate
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
+    from vkdiff.harness.isolate import DeviceWorker
     from vkdiff.harness.kernels import Prepared
 
 NO_DEVICE = "none"
@@ -36,7 +37,7 @@ REGEX_SPECIAL = re.compile(r"[][(){}.*+?^$|\\]")
 
 
 def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None, route: str = "native",
-                  limits_profile: str | None = None) -> str:
+                  limits_profile: str | None = None, timeout: float | None = None, repeat: int = 1) -> str:
     """The command that reruns exactly this case on this device (``--et-src`` as the user gave it)."""
     kernel = isinstance(case, KernelCase)
     pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
@@ -47,6 +48,10 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
         parts += ["--route", route]
     if limits_profile:
         parts += ["--limits-profile", limits_profile]
+    if timeout is not None:
+        parts += ["--timeout", f"{timeout:g}"]
+    if repeat > 1:
+        parts += ["--repeat", str(repeat)]
     if et_src is not None:
         parts += ["--et-src", et_src]
     return shlex.join(parts)
@@ -77,12 +82,19 @@ class Runner:
             (the log's length before the tree was chosen); None: from now on.
         route (str): routing profile of device runs (``vkdiff.device.routing``).
         limits_profile (str | None): mobile limits every device is created with (``vkdiff.device.limits``).
+        timeout (float | None): run device work in a child process per device (``vkdiff.harness.isolate``); a
+            wait on the device longer than this many seconds ends the case ``ERROR`` (hang). None: in-process.
+        setup (Callable | None): module-level function device workers call first (extra ops of a test).
     """
 
     def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]], seed: int = 0,
                  repeat: int = 1, et_src: str | None = None, repairs_from: int | None = None,
-                 route: str = "native", limits_profile: str | None = None):
+                 route: str = "native", limits_profile: str | None = None, timeout: float | None = None,
+                 setup: Callable[[], None] | None = None):
         self.tree = tree
+        self.timeout = timeout
+        self.setup = setup
+        self._workers: dict[str, DeviceWorker] = {}
         self.route = route
         self.limits_profile = limits_profile
         self.adapters = {info.slug: (info, adapter) for info, adapter in adapters}
@@ -122,7 +134,7 @@ class Runner:
         Results produced while a corrupt cache entry was repaired (or with a repaired tree) carry
         the flag ``cache-repaired``.
         """
-        repro = repro_command(case, device, self.et_src, self.route, self.limits_profile)
+        repro = repro_command(case, device, self.et_src, self.route, self.limits_profile, self.timeout, self.repeat)
         repairs = len(REPAIRS)
         kernel = isinstance(case, KernelCase)
         if kernel:
@@ -137,6 +149,8 @@ class Runner:
         for result in results:
             if repaired:
                 result.flags = [*result.flags, REPAIRED_FLAG]
+            if DEVICE_LOST_FLAG in result.flags:
+                self._contexts.pop(device, None)
             annotate(result)
         return results
 
@@ -159,10 +173,29 @@ class Runner:
         return self._builder
 
     def close(self) -> None:
-        """Stop preparing ahead (the preparation thread finishes its current case)."""
+        """Stop preparing ahead (the preparation thread finishes its current case) and stop device workers."""
         if self._stream is not None:
             self._stream.close()
         self._stream, self._scheduled = None, set()
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()
+
+    def _isolated(self, device: str, fault_result: Callable[..., Result], fn: Callable[..., Result],
+                  **kwargs: Any) -> Result:
+        """``fn(ctx, **kwargs)`` in the device's worker; a hang or a dead worker becomes ``fault_result``."""
+        from vkdiff.harness.isolate import DeviceWorker, WorkerSpec
+
+        if device not in self._workers:
+            spec = WorkerSpec(slug=device, tree=str(self.tree.path), limits_profile=self.limits_profile,
+                              setup=self.setup)
+            self._workers[device] = DeviceWorker(spec, self.timeout)
+        outcome = self._workers[device].call(fn, **kwargs)
+        if not outcome.fault:
+            return outcome.value
+        flags = {"hang": [HANG_FLAG], "device-lost": [DEVICE_LOST_FLAG]}.get(outcome.fault, [])
+        info = self.adapters[device][0]
+        return fault_result(Status.ERROR, reason=outcome.reason, flags=flags, device_info=info.to_dict())
 
     def _run_kernel(self, case: KernelCase, device: str, repro: str) -> Result:
         from vkdiff.harness.kernels import base_result, run_case
@@ -171,8 +204,14 @@ class Runner:
             return base_result(case, device, Status.NOT_RUN, reason=NO_ADAPTER, repro=repro)
         if self.tree.path is None:
             return base_result(case, device, Status.NOT_RUN, reason=self.tree.note, repro=repro)
-        result = run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
-                          prepared=self._prepared(case), repro=repro)
+        if self.timeout is not None:
+            result = self._isolated(device, lambda status, **f: base_result(case, device, status, repro=repro,
+                                                                             seed=case.seed(self.seed), **f),
+                                    run_case, case=case, session_seed=self.seed, repeat=self.repeat,
+                                    prepared=self._prepared(case), repro=repro)
+        else:
+            result = run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
+                              prepared=self._prepared(case), repro=repro)
         if self.limits_profile:
             result.knobs = {**result.knobs, "limits": self.limits_profile}
         return result
@@ -184,7 +223,16 @@ class Runner:
         if reason:
             return Result(case=case.id, op=case.name, device=device, status=Status.NOT_RUN.name, variant=case.variant,
                           rule="device", knobs=self._knobs(case), reason=reason, repro=repro)
-        return check_on_device(case, self._context(device), route_name=self.route, tree=self.tree.path, repro=repro)
+        if self.timeout is None:
+            return check_on_device(case, self._context(device), route_name=self.route, tree=self.tree.path,
+                                   repro=repro, repeat=self.repeat)
+        from vkdiff.harness.device_models import identity, prepare_or_status, run_prepared
+
+        ident = identity(case, repro)
+        return self._isolated(device, lambda status, **f: Result(device=device, status=status.name,
+                                                                 **{**ident, "knobs": self._knobs(case)}, **f),
+                              run_prepared, model=prepare_or_status(case), ident=ident, route_name=self.route,
+                              tree=self.tree.path, repeat=self.repeat)
 
     def _knobs(self, case: ModelCase) -> dict:
         knobs = {**case.knobs, "route": self.route}

@@ -120,6 +120,7 @@ class VkdiffSession:
         self.cases_pattern: str | None = opt.vkdiff_cases
         self.selectors: list[str] = list(opt.vkdiff_device)
         self.repeat: int = opt.vkdiff_repeat
+        self.timeout: float | None = opt.vkdiff_timeout
         self.seed: int = opt.vkdiff_seed
         self.route: str = opt.vkdiff_route
         self.limits_profile: str | None = opt.vkdiff_limits_profile
@@ -192,7 +193,7 @@ class VkdiffSession:
     def runner(self) -> Runner:
         tree = self.tree or TreeChoice(path=None, note="no ExecuTorch tree was chosen for this session")
         return Runner(tree=tree, adapters=self.adapters, seed=self.seed, repeat=self.repeat, et_src=self.et_src,
-                      route=self.route, limits_profile=self.limits_profile)
+                      route=self.route, limits_profile=self.limits_profile, timeout=self.timeout)
 
     def device_slugs(self) -> list[str]:
         return [info.slug for info, _ in self.adapters]

@@ -182,6 +182,11 @@ class ComputeGraph:
         self.states: dict[int | str, Tensor] = {}
         """Device tensors standing for constants an op mutates (KV caches), by constant id."""
 
+    @property
+    def executing(self) -> bool:
+        """Inside ``execute()`` (host work of a node): dispatches run at once."""
+        return self._executing
+
     # -- values --------------------------------------------------------------------------------------------------
 
     def add_tensor(self, sizes: Sequence[int], dtype: str, storage: Storage, layout: Layout = "width",

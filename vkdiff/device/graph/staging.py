@@ -147,7 +147,7 @@ def write_nchw(graph: ComputeGraph, tensor: Tensor, array: np.ndarray, *, prepac
     float16 buffers), so float32 scales prepacked into a half tensor use ``*_half_float``.
     Called while the graph executes host work (a test's fault injection) it writes at once.
     """
-    if not prepack:
+    if not prepack and not graph.executing:
         add_input_staging(graph, tensor, np.asarray(array).dtype.name).copy_in(array)
         return
     spec = tensor.spec
@@ -165,7 +165,7 @@ def write_nchw(graph: ComputeGraph, tensor: Tensor, array: np.ndarray, *, prepac
     if spec.storage == "buffer":
         pcs = spec.sizes_block() + spec.strides_block() + spec.numel_block()
     graph.dispatch(shader, global_wg=global_wg(spec), resources=[tensor, src, *ubos],
-                   spec={3: spec.hashed_layout, 4: int(transpose_hw)}, immediates=pcs, prepack=True)
+                   spec={3: spec.hashed_layout, 4: int(transpose_hw)}, immediates=pcs, prepack=prepack)
 
 
 @dataclasses.dataclass

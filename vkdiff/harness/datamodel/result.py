@@ -20,6 +20,10 @@ HOST = "cpu"
 
 CRASH_FLAG = "crash"
 """Flag of the record a pytest controller writes for an item whose worker died."""
+HANG_FLAG = "hang"
+"""Flag of an ``ERROR``: a wait on the device outlasted ``--timeout`` (``vkdiff.harness.isolate``)."""
+DEVICE_LOST_FLAG = "device-lost"
+"""Flag of an ``ERROR``: the device was lost, or its worker process died; the next case gets a fresh device."""
 
 
 @dataclasses.dataclass(kw_only=True)

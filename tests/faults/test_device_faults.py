@@ -1,0 +1,89 @@
+"""Faults on the device: a dispatch that never finishes, a lost device, a dying driver, a kernel that differs
+on a repeat. Each ends one case with its status; the next case runs on a fresh device."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.faults import fault_ops
+from tests.testutils import first_adapter, requires_glslc, requires_vulkan
+from vkdiff.device.build import ShaderBuilder
+from vkdiff.device.context import DeviceContext
+from vkdiff.device.trees import TreeChoice
+from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
+from vkdiff.harness.kernels import run_case
+from vkdiff.harness.runner import Runner
+
+pytestmark = [requires_glslc, requires_vulkan]
+TIMEOUT_S = 3.0
+
+
+@pytest.fixture
+def tree(tmp_path, et_tree):
+    """The pinned main tree (staging shaders) with the fault shaders; the fault ops registered here."""
+    fault_ops.register()
+    yield fault_ops.make_tree(tmp_path / "et", et_tree)
+    fault_ops.unregister()
+
+
+def _runner(tree, **kwargs) -> Runner:
+    return Runner(tree=TreeChoice(path=tree, note="fault tree"), adapters=[first_adapter()],
+                  setup=fault_ops.register, **kwargs)
+
+
+def test_a_dispatch_that_never_finishes_is_error_hang_and_the_run_goes_on(tree):
+    runner = _runner(tree, timeout=TIMEOUT_S)
+    slug = runner.slugs[0]
+    try:
+        start = time.monotonic()
+        hung, = runner.run(fault_ops.case(fault_ops.SPIN), slug)
+        waited = time.monotonic() - start
+        after, = runner.run(fault_ops.case(fault_ops.TICKET), slug)
+    finally:
+        runner.close()
+    assert hung.status == "ERROR" and HANG_FLAG in hung.flags
+    assert "did not finish within --timeout 3 s while reading back buffer [67] after dispatching vk_spin" \
+        in hung.reason
+    assert "--timeout 3" in hung.repro
+    assert waited < TIMEOUT_S + 30, "the hang must end the case soon after the timeout (child start included)"
+    assert after.status == "PASS", after.reason
+
+
+def test_a_dying_driver_is_error_device_lost_and_the_run_goes_on(tree):
+    runner = _runner(tree, timeout=TIMEOUT_S)
+    slug = runner.slugs[0]
+    try:
+        died, = runner.run(fault_ops.case(fault_ops.ABORT), slug)
+        after, = runner.run(fault_ops.case(fault_ops.TICKET), slug)
+    finally:
+        runner.close()
+    assert died.status == "ERROR" and DEVICE_LOST_FLAG in died.flags
+    assert f"exit code {fault_ops.ABORT_CODE}" in died.reason
+    assert after.status == "PASS", after.reason
+
+
+@pytest.mark.parametrize("timeout", [None, TIMEOUT_S], ids=["in-process", "isolated"])
+def test_a_lost_device_is_error_device_lost_and_the_next_case_gets_a_fresh_one(tree, timeout):
+    runner = _runner(tree, timeout=timeout)
+    slug = runner.slugs[0]
+    try:
+        lost, = runner.run(fault_ops.case(fault_ops.LOSE), slug)
+        after, = runner.run(fault_ops.case(fault_ops.TICKET), slug)
+    finally:
+        runner.close()
+    assert lost.status == "ERROR" and DEVICE_LOST_FLAG in lost.flags
+    assert "device lost" in lost.reason and "Parent device is lost" in lost.reason
+    assert after.status == "PASS", after.reason
+
+
+def test_a_kernel_that_differs_on_a_repeat_is_nondeterministic_with_the_count(tree):
+    once = run_case(DeviceContext(*first_adapter(), ShaderBuilder(tree)), fault_ops.case(fault_ops.TICKET))
+    assert once.status == "PASS", "one run alone cannot see it"
+    repeated = run_case(DeviceContext(*first_adapter(), ShaderBuilder(tree)), fault_ops.case(fault_ops.TICKET),
+                        repeat=3)
+    assert repeated.status == "NONDETERMINISTIC"
+    assert repeated.reason == (f"run 2 of 3 differs bitwise from run 1 in {fault_ops.N} of {fault_ops.N} output "
+                               f"elements (run 1 alone: PASS)")
+    assert repeated.metrics["nondeterministic"]["differing"] == fault_ops.N
