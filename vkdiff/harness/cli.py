@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify = cache_sub.add_parser("verify", help="Check every cache entry against its content hash")
     verify.add_argument("--repair", action="store_true", help="Delete corrupt entries (rebuilt when next used)")
     cache_sub.add_parser("clear", help="Delete the whole cache")
+    from vkdiff.harness.bisect.commands import add_bisect_parser
+
+    add_bisect_parser(sub)
     report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
     report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
     report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
@@ -95,8 +98,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "cache":
             return cmd_cache(args)
+        if args.command == "bisect":
+            from vkdiff.harness.bisect.commands import cmd_bisect
+
+            return cmd_bisect(args)
         return cmd_run(args)
     except UsageError as exc:
+        print(f"vkdiff: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        from vkdiff.harness.bisect.commands import BisectUsageError
+
+        if not isinstance(exc, BisectUsageError):
+            raise
         print(f"vkdiff: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

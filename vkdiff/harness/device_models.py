@@ -78,6 +78,7 @@ def _node_outputs(delegate, node, run, expected, magnitude, global_env) -> list[
             ref = np.asarray(global_env[vid], np.float64)
             if ref.size == got.size:
                 entry["global_max_abs"] = float(np.max(np.abs(got - ref.reshape(got.shape)))) if got.size else 0.0
+                entry["global_status"] = ErrorStatistics.from_arrays(got, ref.reshape(got.shape), tol).status().name
         outputs.append(entry)
     return outputs
 
@@ -167,8 +168,10 @@ def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=No
 
 
 def run_prepared(ctx, *, model: ModelInputs | tuple[Status, str], ident: dict[str, Any], route_name: str = "native",
-                 tree=None, tamper=None, repeat: int = 1) -> Result:
-    """``check_on_device`` once the host has prepared the case: numpy and wgpu only (device workers run this)."""
+                 tree=None, tamper=None, repeat: int = 1, keep: list | None = None) -> Result:
+    """``check_on_device`` once the host has prepared the case: numpy and wgpu only (device workers run this).
+
+    Each call's ``DelegateRun`` is appended to ``keep`` when given (bisect saves node inputs from them)."""
     from vkdiff.device.routing import route_for
 
     start = time.perf_counter()
@@ -179,7 +182,7 @@ def run_prepared(ctx, *, model: ModelInputs | tuple[Status, str], ident: dict[st
         if isinstance(model, tuple):
             status, fields = model[0], dict(reason=model[1])
         else:
-            first: list = []
+            first: list = [] if keep is None else keep
             status, fields = judge(model, ctx, route, tree, tamper, keep=first)
             if repeat > 1:
                 status, fields = _repeat(model, ctx, route, tree, tamper, repeat, first, status, fields)

@@ -1,0 +1,77 @@
+"""``vkdiff bisect node`` and ``bisect knob`` find faults a test plants, and only those."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.testutils import requires_pinned_tree, requires_vulkan
+from vkdiff.cases.catalog import all_model_cases
+from vkdiff.device.graph.staging import read_nchw, write_nchw
+from vkdiff.harness import cli, kernels
+from vkdiff.harness.bisect import bisect_node
+
+pytestmark = [requires_vulkan, requires_pinned_tree]
+
+
+def test_bisect_node_names_the_node_a_test_corrupts_and_saves_its_inputs(et_ctx, et_tree, tmp_path):
+    target = 9
+
+    def tamper(index, graph, outputs):
+        if index == target:
+            for tensor in outputs.values():
+                value = read_nchw(graph, tensor).get()
+                value.reshape(-1)[3] += 0.5
+                write_nchw(graph, tensor, value)
+
+    case, = all_model_cases(r"^llama_proj\[4w-vulkan\]$")
+    found = bisect_node(case, et_ctx, tree=et_tree, out_dir=tmp_path, tamper=tamper)
+    assert found.first_bad["index"] == target and found.first_bad["mismatches"] == 1
+    assert found.first_global["index"] == target
+    assert f"first bad node: {target} et_vk.linear_q4gsw.default" in "\n".join(found.lines())
+    saved = np.load(tmp_path / f"node-{target}.npz")
+    assert {"arg.self", "arg.weights", "arg.weight_scales", "device.0", "expected.0"} <= set(saved.files)
+    wrong = np.flatnonzero(~np.isclose(saved["device.0"].reshape(-1), saved["expected.0"].reshape(-1), atol=1e-4))
+    assert wrong.tolist() == [3]
+    meta = json.loads((tmp_path / f"node-{target}.json").read_text())
+    assert meta["op"] == "et_vk.linear_q4gsw.default" and meta["dispatches"]
+
+
+def test_bisect_node_of_a_passing_case_names_no_node(et_ctx, et_tree, tmp_path):
+    case, = all_model_cases(r"^llama_proj\[4w-vulkan\]$")
+    found = bisect_node(case, et_ctx, tree=et_tree, out_dir=tmp_path)
+    assert found.result.status == "PASS" and found.first_bad is None and not found.saved
+
+
+@pytest.fixture
+def planted(monkeypatch):
+    """A kernel fault behind two knobs: fp16 outputs in texture3d storage are off by one, nothing else is."""
+    real = kernels.launch
+
+    def launch(ctx, case, prepared):
+        launched = real(ctx, case, prepared)
+        if case.dtype == "fp16" and case.storage == "texture3d":
+            launched.output = launched.output + np.float16(1)
+        return launched
+
+    monkeypatch.setattr(kernels, "launch", launch)
+
+
+def test_bisect_knob_reduces_a_failure_behind_two_knobs_to_exactly_those(planted, et_tree, capsys):
+    code = cli.main(["bisect", "knob", "add[B2-H5-W13-fp16-texture3d]", "--et-src", str(et_tree)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAIL_NUMERIC at dtype=fp16, storage=texture3d, shape.B=2, shape.H=5, shape.W=13, limits=native" in out
+    assert "smallest set of knob values that turns PASS into FAIL_NUMERIC: dtype=fp16, storage=texture3d\n" in out
+
+
+def test_bisect_knob_of_a_passing_case_says_there_is_nothing_to_bisect(et_tree, capsys):
+    assert cli.main(["bisect", "knob", "add[B2-H5-W13-fp32-buffer]", "--et-src", str(et_tree)]) == 0
+    assert "the case does not fail here: nothing to bisect" in capsys.readouterr().out
+
+
+def test_bisect_of_an_unknown_case_is_one_line(capsys):
+    assert cli.main(["bisect", "knob", "add[nope]"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == "vkdiff: error: no case 'add[nope]'; 'vkdiff run --list' prints every case id\n"

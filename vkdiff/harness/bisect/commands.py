@@ -1,0 +1,125 @@
+"""``vkdiff bisect node|knob|commit|device``: argument parsing and printing; the searches live beside this."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from vkdiff.harness.options import parse_limits_profile, parse_route
+
+
+class BisectUsageError(ValueError):
+    """Bad input to a bisect (printed as one line, exit status 2)."""
+
+
+def add_bisect_parser(sub) -> None:
+    bisect = sub.add_parser("bisect", help="Find where a failure lives: its first bad node, knobs, commit or devices")
+    modes = bisect.add_subparsers(dest="mode", required=True)
+    node = modes.add_parser("node", help="The first node of a model case whose device output leaves tolerance")
+    knob = modes.add_parser("knob", help="The smallest set of knob values that turns PASS into the failure")
+    for parser in (node, knob):
+        parser.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
+        parser.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
+        parser.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
+        parser.add_argument("--route", metavar="PROFILE", type=parse_route, default="native",
+                            help="Routing profile to run under (knob: where the sweep starts)")
+        parser.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
+                            help="Limits profile to run under (knob: where the sweep starts)")
+        parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
+    node.add_argument("-o", "--output", metavar="DIR", default="vkdiff-bisect",
+                      help="Folder for the first bad node's inputs and outputs (default: vkdiff-bisect)")
+
+
+def find_case(case_id: str):
+    """The kernel or model case with exactly this id."""
+    from vkdiff.cases.kernels import all_cases
+
+    pattern = "^" + re.escape(case_id) + "$"
+    found = all_cases(pattern)
+    if not found:
+        from vkdiff.cases.catalog import all_model_cases
+
+        found = all_model_cases(pattern)
+    if not found:
+        raise BisectUsageError(f"no case {case_id!r}; 'vkdiff run --list' prints every case id")
+    return found[0]
+
+
+def _setup(args: argparse.Namespace):
+    """The tree and the adapter, checked before any device work."""
+    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.trees import EtSourceError, choose_tree
+
+    try:
+        tree = choose_tree(args.et_src)
+        adapters = select([args.device] if args.device else [])
+    except (EtSourceError, UnknownDeviceError) as exc:
+        raise BisectUsageError(str(exc)) from None
+    if tree.path is None:
+        raise BisectUsageError(f"bisect needs an ExecuTorch tree: {tree.note}")
+    if not adapters:
+        raise BisectUsageError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
+    return tree, adapters[0]
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    case = find_case(args.case)
+    if args.mode == "node":
+        return _node(args, case)
+    return _knob(args, case)
+
+
+def _contexts(adapter, tree):
+    """One DeviceContext per limits profile (None: the device's own), made on first use."""
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import DeviceContext
+
+    builder, made = ShaderBuilder(tree.path), {}
+
+    def ctx_for(limits: str | None) -> Any:
+        if limits not in made:
+            made[limits] = DeviceContext(*adapter, builder, limits)
+        return made[limits]
+    return ctx_for
+
+
+def _node(args: argparse.Namespace, case) -> int:
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.harness.bisect.node import bisect_node
+
+    if isinstance(case, KernelCase):
+        raise BisectUsageError(f"{case.id} is a kernel case: one node already; 'vkdiff repro' saves it")
+    if not case.partitioner.startswith("vulkan"):
+        raise BisectUsageError(f"{case.id} has no Vulkan delegate to bisect (partitioner {case.partitioner})")
+    tree, adapter = _setup(args)
+    ctx = _contexts(adapter, tree)(args.limits_profile)
+    found = bisect_node(case, ctx, route_name=args.route, tree=tree.path, out_dir=Path(args.output))
+    print("\n".join(found.lines()))
+    return 0 if found.first_bad is None else 1
+
+
+def _knob(args: argparse.Namespace, case) -> int:
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.harness.bisect.knob import bisect_knobs
+    from vkdiff.harness.bisect.spaces import KernelSpace, ModelSpace
+    from vkdiff.harness.datamodel import Status
+
+    tree, adapter = _setup(args)
+    ctx_for = _contexts(adapter, tree)
+    if isinstance(case, KernelCase):
+        from vkdiff.harness.kernels import run_case
+
+        space = KernelSpace(case, lambda c, limits: Status[run_case(ctx_for(limits), c, session_seed=args.seed).status],
+                            args.limits_profile)
+    else:
+        from vkdiff.harness.device_models import check_on_device
+
+        space = ModelSpace(case, lambda c, route, limits: Status[check_on_device(
+            c, ctx_for(limits), route_name=route, tree=tree.path).status], args.route, args.limits_profile)
+    found = bisect_knobs(space)
+    print("\n".join(found.lines()))
+    for config, status in found.trials:
+        print(f"  {status:<16} {', '.join(f'{k}={v}' for k, v in config.items())}")
+    return 1 if found.culprit else 0
