@@ -33,7 +33,7 @@ def cache_key(case: ModelCase) -> str:
     source = inspect.getsource(case.build) if callable(case.build) else repr(case.build)
     ver = versions()
     parts = [case.id, case.recipe, case.partitioner, case.pipeline, repr(case.options), source, ver["torch"],
-             ver["torchao"], ver["executorch"], str(CACHE_SCHEMA), _own_source_hash()]
+             ver["torchao"], ver["executorch"], str(CACHE_SCHEMA), _own_source_hash(), vulkan_python_hash()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -44,6 +44,23 @@ def _own_source_hash() -> str:
     sources = [Path(__file__), here / "delegate.py", here / "edge.py", here / "recipes.py", here / "llm_export.py",
                here / "pt2e.py", here / "datamodel" / "vkgraph.py", here.parent / "cases" / "llm.py"]
     return hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=None)
+def vulkan_python_hash(root: Path | None = None) -> str:
+    """Hash of the Python of ``backends/vulkan`` (the imported one when ``root`` is None; tests excluded).
+
+    Part of the lowering key: a bisect re-lowers with a revision's passes in place of the installed ones.
+    """
+    if root is None:
+        import executorch.backends.vulkan as vulkan
+
+        root = Path(vulkan.__file__).parent
+    sources = sorted(p for p in root.rglob("*.py") if "test" not in p.relative_to(root).parts)
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def lower(case: ModelCase, *, use_cache: bool = True) -> LoweredCase:

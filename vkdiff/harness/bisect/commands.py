@@ -28,6 +28,15 @@ def add_bisect_parser(sub) -> None:
         parser.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
                             help="Limits profile to run under (knob: where the sweep starts)")
         parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
+    commit = modes.add_parser("commit", help="The first ExecuTorch commit at which the case's verdict becomes the "
+                                             "--bad revision's")
+    commit.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
+    commit.add_argument("--et-src", metavar="REPO", required=True,
+                        help="ExecuTorch git repository (a checkout or a bare repository)")
+    commit.add_argument("--good", metavar="REV", required=True, help="Revision with the old verdict (hash, tag, REV~N)")
+    commit.add_argument("--bad", metavar="REV", required=True, help="Revision with the new verdict")
+    commit.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
+    commit.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
     node.add_argument("-o", "--output", metavar="DIR", default="vkdiff-bisect",
                       help="Folder for the first bad node's inputs and outputs (default: vkdiff-bisect)")
 
@@ -68,6 +77,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     case = find_case(args.case)
     if args.mode == "node":
         return _node(args, case)
+    if args.mode == "commit":
+        return _commit(args, case)
     return _knob(args, case)
 
 
@@ -123,3 +134,55 @@ def _knob(args: argparse.Namespace, case) -> int:
     for config, status in found.trials:
         print(f"  {status:<16} {', '.join(f'{k}={v}' for k, v in config.items())}")
     return 1 if found.culprit else 0
+
+
+def _commit(args: argparse.Namespace, case) -> int:
+    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.trees import EtSourceError
+    from vkdiff.harness.bisect.commit import bisect_commits
+
+    if not Path(args.et_src).expanduser().exists():
+        raise BisectUsageError(f"--et-src {args.et_src}: no such repository (give an ExecuTorch checkout or a bare "
+                               f"repository)")
+    try:
+        adapters = select([args.device] if args.device else [])
+    except UnknownDeviceError as exc:
+        raise BisectUsageError(str(exc)) from None
+    if not adapters:
+        raise BisectUsageError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
+    try:
+        found = bisect_commits(args.et_src, args.good, args.bad, commit_verdict(args.et_src, case, adapters[0],
+                                                                                 args.seed))
+    except EtSourceError as exc:
+        raise BisectUsageError(str(exc)) from None
+    print("\n".join(found.lines()))
+    return 0 if found.first_bad is not None else 1
+
+
+def commit_verdict(repo: str, case, adapter, seed: int):
+    """``verdict(commit) -> (signature, note)`` of ``case`` at a revision of ``repo``."""
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.device.trees import TreeChoice
+    from vkdiff.harness.bisect.commit import relower_in_subprocess, signature, tree_at
+    from vkdiff.harness.datamodel import HOST
+    from vkdiff.harness.runner import Runner
+
+    def verdict(commit: str) -> tuple[str, str]:
+        tree = tree_at(repo, commit)
+        runner = Runner(tree=TreeChoice(path=tree, note=f"{repo}@{commit}"), adapters=[adapter], seed=seed)
+        slug = runner.slugs[0]
+        try:
+            if isinstance(case, KernelCase):
+                return signature(runner.run(case, slug)), ""
+            from vkdiff.harness.lower import vulkan_python_hash
+
+            note = ""
+            if vulkan_python_hash(tree / "backends" / "vulkan") != vulkan_python_hash():
+                results, note = relower_in_subprocess(tree, case.id, slug, seed)
+                if results:
+                    return signature(results), note
+                note += "; lowered with the installed package, bisecting shaders only"
+            return signature([*runner.run(case, HOST), *runner.run(case, slug)]), note
+        finally:
+            runner.close()
+    return verdict
