@@ -34,6 +34,8 @@ class Pipeline:
     """Workgroup size baked into the module."""
     infinities_clamped: int = 0
     """Infinite float constants replaced by the largest finite value (``spirv.clamp_infinite_constants``)."""
+    module: bytes = b""
+    """The SPIR-V as loaded (every transform applied): what a repro replays."""
 
 
 def _layout_entry(binding: spirv.Binding) -> dict:
@@ -112,7 +114,7 @@ class PipelineCache:
             handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
                               layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
-                        infinities_clamped=clamped)
+                        infinities_clamped=clamped, module=module_bytes)
 
 
 def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:
@@ -208,6 +210,9 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
         raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")
     entries = [{"binding": b.binding, "resource": _resource(b, resources[b.binding], label)} for b in bindings]
+    if hasattr(device, "record_dispatch"):
+        device.record_dispatch(pipeline, [_layout_entry(b) for b in bindings],
+                               [(b.binding, resources[b.binding]) for b in bindings], groups, immediates, label)
     bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
                           layout=pipeline.layout, entries=entries)
     size = pipeline.reflection.immediate_size

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vkdiff.harness.bisect.commands import add_bisect_parser
 
     add_bisect_parser(sub)
+    from vkdiff.harness.repro import add_repro_parser
+
+    add_repro_parser(sub)
     report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
     report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
     report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
@@ -98,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "cache":
             return cmd_cache(args)
+        if args.command == "repro":
+            from vkdiff.harness.repro import cmd_repro
+
+            return cmd_repro(args)
         if args.command == "bisect":
             from vkdiff.harness.bisect.commands import cmd_bisect
 
