@@ -111,8 +111,11 @@ class DeviceWorker:
         """Run ``fn(ctx, **kwargs)`` in the child; a hang or the child's death is an ``Outcome`` with a fault."""
         if self._process is None or not self._process.is_alive():
             self._start()
-        self._conn.send((fn, kwargs))
         started = time.monotonic()
+        try:
+            self._conn.send((fn, kwargs))
+        except OSError:
+            return self._died(started)
         while not self._conn.poll(POLL_S):
             stamp, label = self._beacon
             waited = time.monotonic() - stamp.value if stamp.value else 0.0
@@ -126,7 +129,7 @@ class DeviceWorker:
                 return self._died(started)
         try:
             value = self._conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return self._died(started)
         if isinstance(value, RuntimeError):
             return Outcome(fault="error", reason=str(value))

@@ -128,11 +128,21 @@ def cmd_repro(args) -> int:
                                f"folders are made for kernel cases")
     tree, adapter = _setup(args)
     ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile)
-    result, trace, prepared, launched = record_case(ctx, case, session_seed=args.seed)
+    try:
+        result, trace, prepared, launched = record_case(ctx, case, session_seed=args.seed)
+    except Exception as exc:  # the case never reached a dispatch worth replaying
+        from vkdiff.harness.kernels import status_of_exception
+
+        status, reason = status_of_exception(exc)
+        print(f"{case.id}@{ctx.info.slug}: {status.name} before any output was read: nothing to replay ({reason})")
+        return 1
     out = write_bundle(Path(args.output), case, result, trace, prepared, launched)
     print(f"{case.id}@{result.device}: {result.status}; replay with: python {out / 'run_repro.py'}")
     if args.amber:
-        from vkdiff.harness.amber import write_amber
+        from vkdiff.harness.amber import AmberExportError, write_amber
 
-        print(f"amber: {write_amber(out)}")
+        try:
+            print(f"amber: {write_amber(out)}")
+        except AmberExportError as exc:
+            print(f"amber: not written: {exc}")
     return 0
