@@ -30,6 +30,7 @@ RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src
                   [--route PROFILE] [--limits-profile NAME] [--allow-empty]
                   [--results FILE.jsonl] [--list]
                   [--suite {all,kernels,models}] [-r DIR]
+                  [--save-artifacts DIR | --from-artifacts DIR]
 """
 
 

@@ -40,6 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "devices), or both")
     run.add_argument("-r", "--report", metavar="DIR", default=None,
                      help="Also write per-device and cross-device HTML reports to DIR")
+    artifacts = run.add_mutually_exclusive_group()
+    artifacts.add_argument("--save-artifacts", metavar="DIR", default=None,
+                           help="Also save what each Vulkan model case's device verdict needs (no torch needed to "
+                                "use it) to DIR")
+    artifacts.add_argument("--from-artifacts", metavar="DIR", default=None,
+                           help="Model cases from a --save-artifacts folder: judged on this machine's devices "
+                                "with numpy and wgpu only")
     cache = sub.add_parser("cache", help="Check or clear vkdiff's cache ($VKDIFF_CACHE_DIR)")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
     verify = cache_sub.add_parser("verify", help="Check every cache entry against its content hash")
@@ -193,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True, soft_wrap=True)
     cases = all_cases(args.cases) if args.suite in ("all", "kernels") else []
-    models = _model_cases(args.cases) if args.suite in ("all", "models") else []
+    models = _models(args) if args.suite in ("all", "models") else []
     if args.list:
         print("\n".join([c.id for c in cases] + [m.id for m in models]))
         return 0
@@ -201,7 +208,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
-    check_outputs((results_path, "--results", False), (args.report, "--report", True))
+    check_outputs((results_path, "--results", False), (args.report, "--report", True),
+                  (args.save_artifacts, "--save-artifacts", True))
     repairs_before = len(REPAIRS)
     tree, devices = _resolve_inputs(args, console)
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
@@ -210,7 +218,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:
-        results = run_all(runner, cases, models, ResultStore(results_path), console, interrupts)
+        results = run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
+                          save_to=Path(args.save_artifacts) if args.save_artifacts else None)
     print_summary(summarize(results), console)
     console.print(f"results: {results_path}", markup=False)
     if args.report:
@@ -218,8 +227,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_exit_code(results, runner, interrupts, args.allow_empty, console)
 
 
-def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts") -> list:
-    """Every case on its devices, each result appended and shown as it comes; stops early on a signal."""
+def _models(args: argparse.Namespace) -> list:
+    """The catalogue's model cases, or those saved in ``--from-artifacts`` (then torch is never imported)."""
+    if not args.from_artifacts:
+        return _model_cases(args.cases)
+    from vkdiff.harness.artifacts import ArtifactError, load
+
+    try:
+        return load(Path(args.from_artifacts), args.cases)
+    except ArtifactError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
+            save_to: Path | None = None) -> list:
+    """Every case on its devices, each result appended and shown as it comes; stops early on a signal.
+
+    With ``save_to``, each Vulkan model case's artifact is saved before its devices run."""
     from rich.progress import Progress
 
     from vkdiff.cases.kernels import KernelCase
@@ -233,6 +257,10 @@ def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupt
             for case in [*cases, *models]:
                 if interrupts.received:
                     break
+                if save_to is not None and getattr(case, "partitioner", "").startswith("vulkan"):
+                    from vkdiff.harness.artifacts import save
+
+                    save(case, save_to)
                 for device in runner.devices_for(case):
                     for result in runner.run(case, device):
                         store.append(result)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
+from vkdiff.harness.artifacts import Artifact
 from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result, Status
 from vkdiff.harness.expectations import annotate
 
@@ -42,6 +43,8 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
     kernel = isinstance(case, KernelCase)
     pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
     parts = ["vkdiff", "run", "--suite", "kernels" if kernel else "models", "--cases", pattern]
+    if getattr(case, "source", ""):
+        parts += ["--from-artifacts", case.source]
     if device not in (NO_DEVICE, HOST):
         parts += ["--device", device]
     if route != "native":
@@ -117,6 +120,8 @@ class Runner:
         Vulkan-partitioned model cases."""
         if isinstance(case, KernelCase):
             return self.slugs or [NO_DEVICE]
+        if isinstance(case, Artifact):
+            return self.slugs or [NO_DEVICE]
         return [HOST, *(self.slugs if case.partitioner.startswith("vulkan") else [])]
 
     def schedule(self, cases: Sequence[KernelCase]) -> None:
@@ -139,6 +144,8 @@ class Runner:
         kernel = isinstance(case, KernelCase)
         if kernel:
             results = [self._run_kernel(case, device, repro)]
+        elif isinstance(case, Artifact):
+            results = [self._run_artifact(case, device, repro)]
         elif device != HOST:
             results = [self._run_model_on_device(case, device, repro)]
         else:
@@ -233,6 +240,21 @@ class Runner:
                                                                  **{**ident, "knobs": self._knobs(case)}, **f),
                               run_prepared, model=prepare_or_status(case), ident=ident, route_name=self.route,
                               tree=self.tree.path, repeat=self.repeat)
+
+    def _run_artifact(self, case: Artifact, device: str, repro: str) -> Result:
+        """A saved model case's delegate on a device (``--from-artifacts``): numpy and wgpu only."""
+        from vkdiff.harness.device_models import run_prepared
+
+        ident = {**case.ident, "repro": repro}
+        reason = NO_ADAPTER if device not in self.adapters else self.tree.note if self.tree.path is None else ""
+        if reason:
+            return Result(device=device, status=Status.NOT_RUN.name, reason=reason, **ident)
+        if self.timeout is not None:
+            return self._isolated(device, lambda status, **f: Result(device=device, status=status.name, **ident, **f),
+                                  run_prepared, model=case.model, ident=ident, route_name=self.route,
+                                  tree=self.tree.path, repeat=self.repeat)
+        return run_prepared(self._context(device), model=case.model, ident=ident, route_name=self.route,
+                            tree=self.tree.path, repeat=self.repeat)
 
     def _knobs(self, case: ModelCase) -> dict:
         knobs = {**case.knobs, "route": self.route}

@@ -1,0 +1,52 @@
+"""``--save-artifacts`` on the full stack, ``--from-artifacts`` where torch and executorch cannot be imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.testutils import requires_pinned_tree, requires_vulkan
+from vkdiff.harness import cli
+from vkdiff.harness.store import read
+
+pytestmark = [requires_vulkan, requires_pinned_tree]
+CASES = r"^two_heads\[4w-vulkan\]$|^embedding_large_vocab\[fp32-vulkan\]$"
+WITHOUT_TORCH = ("import sys\nfor name in ('torch', 'torchao', 'executorch'):\n    sys.modules[name] = None\n"
+                 "from vkdiff.harness.cli import main\nsys.exit(main(sys.argv[1:]))")
+
+
+def _device_results(path):
+    return {(r.case, r.device): r for r in read([path]).results if r.rule == "device"}
+
+
+def test_a_runner_without_torch_judges_the_saved_delegates_like_the_full_stack(tmp_path, et_tree):
+    full, saved, bare = tmp_path / "full.jsonl", tmp_path / "artifacts", tmp_path / "bare.jsonl"
+    cli.main(["run", "--suite", "models", "--cases", CASES, "--et-src", str(et_tree), "--results", str(full),
+              "--save-artifacts", str(saved)])
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, "run", "--from-artifacts", str(saved), "--et-src",
+                           str(et_tree), "--results", str(bare)], capture_output=True, text=True)
+    assert bare.exists(), done.stderr[-2000:]
+    ours, theirs = _device_results(full), _device_results(bare)
+    assert len(ours) == 2 and ours.keys() == theirs.keys()
+    for key in ours:
+        assert theirs[key].status == ours[key].status
+        assert [n["status"] for n in theirs[key].metrics["nodes"]] == [n["status"] for n in ours[key].metrics["nodes"]]
+        assert theirs[key].repro.startswith("vkdiff run --suite models --cases ") and "--from-artifacts" in \
+            theirs[key].repro
+    assert cli.main(["report", str(full), str(bare), "-o", str(tmp_path / "report")]) == 0
+
+
+def test_a_corrupt_artifact_is_one_line_before_any_device_work(tmp_path, et_tree, capsys):
+    saved = tmp_path / "artifacts"
+    cli.main(["run", "--suite", "models", "--cases", r"^two_heads\[4w-vulkan\]$", "--et-src", str(et_tree),
+              "--results", str(tmp_path / "r.jsonl"), "--save-artifacts", str(saved)])
+    entry = saved / json.loads((saved / "artifacts.json").read_text())["cases"]["two_heads[4w-vulkan]"]
+    data = bytearray(entry.read_bytes())
+    data[-1] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert cli.main(["run", "--from-artifacts", str(saved), "--results", str(tmp_path / "b.jsonl")]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"vkdiff: error: --from-artifacts {saved}: two_heads[4w-vulkan]: ")
+    assert err[0].endswith("save the artifacts again")
