@@ -75,3 +75,16 @@ def test_bisect_knob_of_a_passing_case_says_there_is_nothing_to_bisect(et_tree, 
 def test_bisect_of_an_unknown_case_is_one_line(capsys):
     assert cli.main(["bisect", "knob", "add[nope]"]) == cli.EXIT_USAGE
     assert capsys.readouterr().err == "vkdiff: error: no case 'add[nope]'; 'vkdiff run --list' prints every case id\n"
+
+
+def test_bisect_device_sets_apart_the_routing_profile_that_changes_the_result(et_tree, capsys):
+    """Without int8 dot products ET-VK takes dq8ca's weight-only fallback: only that route differs."""
+    from tests.testutils import first_adapter
+
+    assert cli.main(["bisect", "device", "llama_proj[8da4w-vulkan]", "--et-src", str(et_tree),
+                     "--device", first_adapter()[0].slug]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "llama_proj[8da4w-vulkan]: 15 configurations, 2 distinct results"
+    assert lines[1] == "PASS: everywhere else (12 configurations)"
+    assert lines[2].startswith("FAIL_NUMERIC at node 1 (linear_q4gsw_tiled_")
+    assert lines[2].endswith(": only where route = no-dot-product (3 configurations)")

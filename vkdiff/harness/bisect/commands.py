@@ -19,7 +19,8 @@ def add_bisect_parser(sub) -> None:
     modes = bisect.add_subparsers(dest="mode", required=True)
     node = modes.add_parser("node", help="The first node of a model case whose device output leaves tolerance")
     knob = modes.add_parser("knob", help="The smallest set of knob values that turns PASS into the failure")
-    for parser in (node, knob):
+    device = modes.add_parser("device", help="Every adapter, routing and limits profile, grouped by result")
+    for parser in (node, knob, device):
         parser.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
         parser.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
         parser.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
@@ -79,6 +80,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         return _node(args, case)
     if args.mode == "commit":
         return _commit(args, case)
+    if args.mode == "device":
+        return _device(args, case)
     return _knob(args, case)
 
 
@@ -186,3 +189,44 @@ def commit_verdict(repo: str, case, adapter, seed: int):
         finally:
             runner.close()
     return verdict
+
+
+def _device(args: argparse.Namespace, case) -> int:
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.device.adapters import select
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.limits import profiles as limits_profiles
+    from vkdiff.device.routing import profiles as route_profiles
+    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.harness.bisect.device import bisect_devices
+
+    try:
+        tree = choose_tree(args.et_src)
+    except EtSourceError as exc:
+        raise BisectUsageError(str(exc)) from None
+    adapters = {info.slug: (info, adapter) for info, adapter in select([args.device] if args.device else [])}
+    if tree.path is None or not adapters:
+        raise BisectUsageError(tree.note if tree.path is None else "no Vulkan adapter found")
+    kernel = isinstance(case, KernelCase)
+    routes = ["native"] if kernel else list(route_profiles())
+    configs = [{"device": d, "route": r, "limits": lim} for d in adapters for r in routes
+               for lim in ["native", *limits_profiles()]]
+    builder, contexts = ShaderBuilder(tree.path), {}
+
+    def run(config):
+        key = (config["device"], config["limits"])
+        if key not in contexts:
+            contexts[key] = DeviceContext(*adapters[config["device"]], builder,
+                                          None if config["limits"] == "native" else config["limits"])
+        if kernel:
+            from vkdiff.harness.kernels import run_case
+
+            return run_case(contexts[key], case, session_seed=args.seed)
+        from vkdiff.harness.device_models import check_on_device
+
+        return check_on_device(case, contexts[key], route_name=config["route"], tree=tree.path)
+
+    found = bisect_devices(case.id, configs, run)
+    print("\n".join(found.lines()))
+    return 0
