@@ -244,3 +244,19 @@ def test_generation_steps_are_a_table_in_the_card(tmp_path):
     assert "prefill" in text and "decode" in text and "179 / 179" in text
     assert "10 et_vk.linear_dq8ca_q4gsw.default (coop_x)" in text
     assert "steps" not in re.sub(r"\s+", " ", card.find("dl", cls="facts").text)
+
+
+def test_failures_sharing_shader_vendor_and_profiles_are_one_bucket(tmp_path):
+    """Two cases wrong in the same shader on one vendor are one bucket; another shader is another."""
+    def failing(case, shader):
+        return Result.from_dict(result(case, "llvmpipe", "FAIL_NUMERIC", shader=shader, device_info={"vendor": "Mesa"}))
+
+    rows = [failing("rope[T1-fp32-buffer]", "rotary_embedding_buffer_float"),
+            failing("rope[T2-fp32-buffer]", "rotary_embedding_buffer_float"),
+            failing("add[B1-fp32-buffer]", "add_buffer_float"), Result.from_dict(result("add[B2-fp32-buffer]", "llvmpipe"))]
+    index = render_results(rows, tmp_path)
+    text = re.sub(r"<[^>]+>", " ", index.index.read_text())
+    section = text[text.index("Failure buckets"):]
+    assert re.search(r"2\s+FAIL_NUMERIC \| rotary_embedding_buffer_float \| Mesa \| route=native limits=native", section)
+    assert re.search(r"1\s+FAIL_NUMERIC \| add_buffer_float \| Mesa", section)
+    assert "add[B2-fp32-buffer]" not in section.split("Versions")[0]

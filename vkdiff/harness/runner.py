@@ -20,7 +20,8 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
 from vkdiff.harness.artifacts import Artifact
-from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result, Status
+from vkdiff.harness.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result,
+                                      Status, bucket_of)
 from vkdiff.harness.expectations import annotate
 
 if TYPE_CHECKING:
@@ -158,6 +159,8 @@ class Runner:
                 result.flags = [*result.flags, REPAIRED_FLAG]
             if DEVICE_LOST_FLAG in result.flags:
                 self._contexts.pop(device, None)
+            if result.verdict.is_failure():
+                result.bucket = bucket_of(result)
             annotate(result)
         return results
 

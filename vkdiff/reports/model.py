@@ -17,7 +17,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from vkdiff.harness.datamodel import Result, Status, clip, merge
+from vkdiff.harness.datamodel import Result, Status, bucket_of, clip, merge
 from vkdiff.harness.store import INCOMPLETE_FLAG, LineProblem, read
 
 Category = Literal["pass", "skip", "fail"]
@@ -529,6 +529,32 @@ class Merged:
         for (case, device), row in self.rows.items():
             out[case][device] = row
         return out
+
+
+@dataclasses.dataclass(kw_only=True)
+class Bucket:
+    """Failing rows that share a signature (``bucket_of``): likely one cause."""
+
+    signature: str
+    rows: list[Row]
+
+    @property
+    def known(self) -> int:
+        return sum(r.known for r in self.rows)
+
+    @property
+    def devices(self) -> list[str]:
+        return sorted({r.device for r in self.rows}, key=natural_key)
+
+
+def buckets(rows: Iterable[Row]) -> list[Bucket]:
+    """Failing rows grouped by bucket (recorded, or derived for results written before buckets), largest first."""
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if row.category == "fail":
+            groups[row.result.bucket or bucket_of(row.result)].append(row)
+    return sorted((Bucket(signature=k, rows=sorted(v, key=lambda r: natural_key(r.case))) for k, v in groups.items()),
+                  key=lambda b: (-len(b.rows), b.signature))
 
 
 def status_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:

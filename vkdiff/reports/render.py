@@ -16,6 +16,7 @@ from vkdiff.harness.datamodel import Result, clip, parse_time
 from vkdiff.reports import plots
 from vkdiff.reports.model import (
     CARD_COLUMNS,
+    buckets,
     as_dict,
     as_list,
     CARD_KEY_COLUMNS,
@@ -135,7 +136,7 @@ def render_merged(merged: Merged, out_dir: str | os.PathLike) -> ReportIndex:
     index_path = out / "index.html"
     index_path.write_text(env.get_template("index.html.j2").render(
         **common, summaries=summaries, cross=cross, total_read=merged.total_read, problems=merged.problems,
-        version_table=_version_table(summaries),
+        version_table=_version_table(summaries), buckets=buckets(merged.rows.values()),
         results=len(merged.rows), duplicates=sum(merged.duplicates.values())), encoding="utf-8")
     return ReportIndex(out_dir=out, index=index_path, cross_device=cross_path, devices=written,
                        results=len(merged.rows), duplicates=sum(merged.duplicates.values()), problems=merged.problems,

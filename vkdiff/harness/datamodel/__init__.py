@@ -9,7 +9,8 @@ from vkdiff.harness.datamodel.cache import (REPAIRED_FLAG, REPAIRS, CacheCorrupt
                                             read_entry, record_repair, verify_manifest, write_entry,
                                             write_manifest)
 from vkdiff.harness.datamodel.paths import CACHE_ENV, CacheUnwritableError, cache_dir, cache_root, ensure_cache_writable
-from vkdiff.harness.datamodel.result import CRASH_FLAG, DEVICE_LOST_FLAG, HANG_FLAG, HOST, SCHEMA, Result, clip, merge, parse_time, versions
+from vkdiff.harness.datamodel.result import (CRASH_FLAG, DEVICE_LOST_FLAG, HANG_FLAG, HOST, SCHEMA, Result, bucket_of,
+                                             clip, merge, parse_time, versions)
 from vkdiff.harness.datamodel.schemas import (DTYPE_FROM_OUTPUT, OP_SCHEMAS, Argument, OpSchema, SchemaError,
                                               UnknownOpError, schema_of)
 from vkdiff.harness.datamodel.status import Status
@@ -20,6 +21,6 @@ __all__ = [
     "REPAIRED_FLAG", "REPAIRS", "CacheCorruptError", "Repair", "cached_folder", "read_entry", "record_repair", "verify_manifest",
     "write_entry", "write_manifest",
     "CACHE_ENV", "CacheUnwritableError", "cache_root", "ensure_cache_writable", "CRASH_FLAG", "DEVICE_LOST_FLAG", "HANG_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "VK_DTYPES", "Argument", "Call",
-    "Delegate", "OpSchema", "Result", "SchemaError", "Status", "Tolerance", "UnknownOpError", "VkOp", "VkTensorInfo",
+    "Delegate", "OpSchema", "Result", "bucket_of", "SchemaError", "Status", "Tolerance", "UnknownOpError", "VkOp", "VkTensorInfo",
     "cache_dir", "clip", "content_hash", "merge", "parse_time", "schema_of", "versions",
 ]

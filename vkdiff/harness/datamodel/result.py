@@ -74,6 +74,8 @@ class Result:
     """Adapter identity (``DeviceInfo``)."""
     expectation: dict[str, str] = dataclasses.field(default_factory=dict)
     """Known upstream bug this result matches: ``id``, ``link``, ``reason``, ``outcome`` (known/unexpected-pass)."""
+    bucket: str = ""
+    """Failure signature shared by results that likely have one cause (``bucket_of``); empty unless failing."""
     seconds: float = 0.0
     """Wall time of the case on this device."""
     time: str = ""
@@ -101,6 +103,27 @@ class Result:
     def from_dict(cls, data: dict[str, Any]) -> "Result":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def bucket_of(result: Result) -> str:
+    """Status, where (the failing node's op and shader, or the kernel's shader variant), device vendor and profiles.
+
+    Failures with one bucket usually have one cause: the same shader wrong on the same
+    vendor under the same profiles, whichever case or node index it showed in.
+
+    Example::
+
+        >>> bucket_of(Result(case="c", op="aten.add.Tensor", device="llvmpipe", status="FAIL_NUMERIC",
+        ...                  shader="add_buffer_float", device_info={"vendor": "Mesa"}, knobs={"route": "mali"}))
+        'FAIL_NUMERIC | add_buffer_float | Mesa | route=mali limits=native'
+    """
+    where = result.shader or result.op
+    if result.node.get("op"):
+        where = f"{result.node['op']} {result.shader}".strip()
+    vendor = (result.device_info or {}).get("vendor") or result.device
+    knobs = result.knobs or {}
+    return (f"{result.status} | {where} | {vendor} | route={knobs.get('route', 'native')} "
+            f"limits={knobs.get('limits') or 'native'}")
 
 
 def _finite(value: Any) -> Any:
