@@ -13,6 +13,7 @@ from typing import Sequence
 
 from vkdiff.harness.datamodel import Status
 from vkdiff.harness.options import add_run_options, output_problem
+from vkdiff.harness.selection import SelectionError
 
 EXIT_FAIL = 1
 EXIT_USAGE = 2
@@ -120,11 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"vkdiff: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except ValueError as exc:
-        from vkdiff.harness.bisect.commands import BisectUsageError
-
-        if not isinstance(exc, BisectUsageError):
-            raise
+    except SelectionError as exc:
         print(f"vkdiff: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

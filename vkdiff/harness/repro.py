@@ -120,13 +120,13 @@ def cmd_repro(args) -> int:
     from vkdiff.cases.kernels import KernelCase
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
-    from vkdiff.harness.bisect.commands import BisectUsageError, _setup, find_case
+    from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
     case = find_case(args.case)
     if not isinstance(case, KernelCase):
-        raise BisectUsageError(f"{case.id} is a model case: 'vkdiff bisect node' saves its first bad node; repro "
+        raise SelectionError(f"{case.id} is a model case: 'vkdiff bisect node' saves its first bad node; repro "
                                f"folders are made for kernel cases")
-    tree, adapter = _setup(args)
+    tree, adapter = tree_and_adapter(args.et_src, args.device)
     ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile)
     try:
         result, trace, prepared, launched = record_case(ctx, case, session_seed=args.seed)

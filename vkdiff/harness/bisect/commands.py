@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
 
 from vkdiff.harness.options import parse_limits_profile, parse_route
-
-
-class BisectUsageError(ValueError):
-    """Bad input to a bisect (printed as one line, exit status 2)."""
+from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
 
 def add_bisect_parser(sub) -> None:
@@ -40,38 +36,6 @@ def add_bisect_parser(sub) -> None:
     commit.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
     node.add_argument("-o", "--output", metavar="DIR", default="vkdiff-bisect",
                       help="Folder for the first bad node's inputs and outputs (default: vkdiff-bisect)")
-
-
-def find_case(case_id: str):
-    """The kernel or model case with exactly this id."""
-    from vkdiff.cases.kernels import all_cases
-
-    pattern = "^" + re.escape(case_id) + "$"
-    found = all_cases(pattern)
-    if not found:
-        from vkdiff.cases.catalog import all_model_cases
-
-        found = all_model_cases(pattern)
-    if not found:
-        raise BisectUsageError(f"no case {case_id!r}; 'vkdiff run --list' prints every case id")
-    return found[0]
-
-
-def _setup(args: argparse.Namespace):
-    """The tree and the adapter, checked before any device work."""
-    from vkdiff.device.adapters import UnknownDeviceError, select
-    from vkdiff.device.trees import EtSourceError, choose_tree
-
-    try:
-        tree = choose_tree(args.et_src)
-        adapters = select([args.device] if args.device else [])
-    except (EtSourceError, UnknownDeviceError) as exc:
-        raise BisectUsageError(str(exc)) from None
-    if tree.path is None:
-        raise BisectUsageError(f"bisect needs an ExecuTorch tree: {tree.note}")
-    if not adapters:
-        raise BisectUsageError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
-    return tree, adapters[0]
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -104,10 +68,10 @@ def _node(args: argparse.Namespace, case) -> int:
     from vkdiff.harness.bisect.node import bisect_node
 
     if isinstance(case, KernelCase):
-        raise BisectUsageError(f"{case.id} is a kernel case: one node already; 'vkdiff repro' saves it")
+        raise SelectionError(f"{case.id} is a kernel case: one node already; 'vkdiff repro' saves it")
     if not case.partitioner.startswith("vulkan"):
-        raise BisectUsageError(f"{case.id} has no Vulkan delegate to bisect (partitioner {case.partitioner})")
-    tree, adapter = _setup(args)
+        raise SelectionError(f"{case.id} has no Vulkan delegate to bisect (partitioner {case.partitioner})")
+    tree, adapter = tree_and_adapter(args.et_src, args.device)
     ctx = _contexts(adapter, tree)(args.limits_profile)
     found = bisect_node(case, ctx, route_name=args.route, tree=tree.path, out_dir=Path(args.output))
     print("\n".join(found.lines()))
@@ -120,7 +84,7 @@ def _knob(args: argparse.Namespace, case) -> int:
     from vkdiff.harness.bisect.spaces import KernelSpace, ModelSpace
     from vkdiff.harness.datamodel import Status
 
-    tree, adapter = _setup(args)
+    tree, adapter = tree_and_adapter(args.et_src, args.device)
     ctx_for = _contexts(adapter, tree)
     if isinstance(case, KernelCase):
         from vkdiff.harness.kernels import run_case
@@ -145,19 +109,19 @@ def _commit(args: argparse.Namespace, case) -> int:
     from vkdiff.harness.bisect.commit import bisect_commits
 
     if not Path(args.et_src).expanduser().exists():
-        raise BisectUsageError(f"--et-src {args.et_src}: no such repository (give an ExecuTorch checkout or a bare "
+        raise SelectionError(f"--et-src {args.et_src}: no such repository (give an ExecuTorch checkout or a bare "
                                f"repository)")
     try:
         adapters = select([args.device] if args.device else [])
     except UnknownDeviceError as exc:
-        raise BisectUsageError(str(exc)) from None
+        raise SelectionError(str(exc)) from None
     if not adapters:
-        raise BisectUsageError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
+        raise SelectionError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
     try:
         found = bisect_commits(args.et_src, args.good, args.bad, commit_verdict(args.et_src, case, adapters[0],
                                                                                  args.seed))
     except EtSourceError as exc:
-        raise BisectUsageError(str(exc)) from None
+        raise SelectionError(str(exc)) from None
     print("\n".join(found.lines()))
     return 0 if found.first_bad is not None else 1
 
@@ -204,10 +168,10 @@ def _device(args: argparse.Namespace, case) -> int:
     try:
         tree = choose_tree(args.et_src)
     except EtSourceError as exc:
-        raise BisectUsageError(str(exc)) from None
+        raise SelectionError(str(exc)) from None
     adapters = {info.slug: (info, adapter) for info, adapter in select([args.device] if args.device else [])}
     if tree.path is None or not adapters:
-        raise BisectUsageError(tree.note if tree.path is None else "no Vulkan adapter found")
+        raise SelectionError(tree.note if tree.path is None else "no Vulkan adapter found")
     kernel = isinstance(case, KernelCase)
     routes = ["native"] if kernel else list(route_profiles())
     configs = [{"device": d, "route": r, "limits": lim} for d in adapters for r in routes

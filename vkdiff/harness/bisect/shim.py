@@ -42,9 +42,14 @@ def main(argv: list[str]) -> int:
         print(f"vkdiff shim: {tree}: backends/vulkan does not import against the installed executorch: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return IMPORT_FAILED
-    from vkdiff.harness.cli import main as vkdiff_main
+    import runpy
 
-    return vkdiff_main(rest)
+    sys.argv = ["vkdiff", *rest]
+    try:
+        runpy.run_module("vkdiff.harness.cli", run_name="__main__")
+    except SystemExit as done:
+        return int(done.code or 0)
+    return 0
 
 
 if __name__ == "__main__":
