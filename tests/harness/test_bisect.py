@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from tests.harness.tampering import add_half_at_3, nudge
 from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
-from vkdiff.device.graph.staging import read_nchw, write_nchw
 from vkdiff.harness import cli, kernels
 from vkdiff.harness.bisect import bisect_node
 
@@ -18,16 +18,8 @@ pytestmark = [requires_vulkan, requires_pinned_tree]
 
 def test_bisect_node_names_the_node_a_test_corrupts_and_saves_its_inputs(et_ctx, et_tree, tmp_path):
     target = 9
-
-    def tamper(index, graph, outputs):
-        if index == target:
-            for tensor in outputs.values():
-                value = read_nchw(graph, tensor).get()
-                value.reshape(-1)[3] += 0.5
-                write_nchw(graph, tensor, value)
-
     case, = all_model_cases(r"^llama_proj\[4w-vulkan\]$")
-    found = bisect_node(case, et_ctx, tree=et_tree, out_dir=tmp_path, tamper=tamper)
+    found = bisect_node(case, et_ctx, tree=et_tree, out_dir=tmp_path, tamper=nudge(target, add_half_at_3))
     assert found.first_bad["index"] == target and found.first_bad["mismatches"] == 1
     assert found.first_global["index"] == target
     assert f"first bad node: {target} et_vk.linear_q4gsw.default" in "\n".join(found.lines())

@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
+from tests.harness.tampering import add_half_at_3, nudge
 from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
 from vkdiff.device.graph import delegate as delegate_runtime
-from vkdiff.device.graph.staging import read_nchw, write_nchw
 from vkdiff.harness.datamodel import Status
 from vkdiff.harness.device_models import PORT_STALE_FLAG, check_on_device
 
@@ -44,14 +44,7 @@ def test_delegate_passes_node_by_node(et_ctx, et_tree, name):
 def test_a_wrong_value_in_a_middle_node_names_exactly_that_node(et_ctx, et_tree):
     """A fault injected into node 9's output: node 9 diverges; later nodes, fed the wrong value, compute it right."""
     target = 9
-
-    def tamper(index, graph, outputs):
-        if index == target:
-            for tensor in outputs.values():
-                value = read_nchw(graph, tensor).get()
-                value.reshape(-1)[3] += 0.5
-                write_nchw(graph, tensor, value)
-
+    tamper = nudge(target, add_half_at_3)
     result = check_on_device(case("llama_proj[4w-vulkan]"), et_ctx, tree=et_tree, tamper=tamper)
     assert result.status == Status.FAIL_NUMERIC.name
     assert result.node["index"] == target and f"first diverging node {target} " in result.reason
@@ -117,15 +110,13 @@ def test_repeat_names_the_first_node_whose_value_differs_bitwise_between_runs(et
     """A node whose output changes from one run to the next (here: only in the second graph) is NONDETERMINISTIC,
     named with its step and the count of differing elements, although each run alone is judged PASS."""
     target, builds = 9, []
+    second = nudge(target, lambda flat: flat.__setitem__(slice(3, 5), np.nextafter(flat[3:5], np.inf)),
+                   when=lambda: len(builds) == 2)
 
     def tamper(index, graph, outputs):
-        if index == 0 and not builds.count(id(graph)):
-            builds.append(id(graph))
-        if index == target and len(builds) == 2:
-            for tensor in outputs.values():
-                value = read_nchw(graph, tensor).get()
-                value.reshape(-1)[3:5] = np.nextafter(value.reshape(-1)[3:5], np.inf)
-                write_nchw(graph, tensor, value)
+        if index == 0 and graph not in builds:
+            builds.append(graph)
+        second(index, graph, outputs)
 
     result = check_on_device(case("llama_proj[4w-vulkan]"), et_ctx, tree=et_tree, tamper=tamper, repeat=2)
     assert result.status == Status.NONDETERMINISTIC.name, result.reason
