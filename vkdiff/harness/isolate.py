@@ -94,8 +94,6 @@ class DeviceWorker:
         self._process = None
         self._conn = None
         self._beacon = None
-        self.restarts = 0
-        """Children started after a fault."""
 
     def _start(self) -> None:
         from vkdiff.device.watchdog import LABEL_BYTES
@@ -148,7 +146,6 @@ class DeviceWorker:
         if self._process is not None:
             self._process.kill()
             self._process.join(10)
-            self.restarts += 1
         self._process = self._conn = None
 
     def close(self) -> None:

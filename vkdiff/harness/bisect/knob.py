@@ -18,7 +18,7 @@ answer holds for the values tried; knobs the space cannot vary are named as such
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from vkdiff.harness.datamodel import Status
 
@@ -81,7 +81,7 @@ class _Search:
         return self.seen[key]
 
 
-def bisect_knobs(space: KnobSpace, progress: Callable[[Config, Status | None], None] | None = None) -> KnobBisect:
+def bisect_knobs(space: KnobSpace) -> KnobBisect:
     """Search ``space`` from its failing configuration (see the module docstring)."""
     search = _Search(space)
     failing = space.config()
