@@ -54,26 +54,34 @@ def _entry(vid: int, got: np.ndarray, exp: np.ndarray, tol: Tolerance, magnitude
 def _state_entry(vid: int, before: np.ndarray, expected: np.ndarray, after: np.ndarray, tol: Tolerance
                  ) -> dict[str, Any]:
     """A mutated constant (KV cache): the device's state after the node against the reference op applied to the
-    device's state before it. Slots never written (still poison before and after, and not written by the
-    reference) are left out; a slot the device wrote where the reference did not is a mismatch."""
+    device's state before it, on the slots either holds. A slot the device wrote where neither did is counted
+    (``stray``), not judged: ET-VK's ``sdpa_kv_cache_update`` zero-fills the positions past the update up to its
+    dispatch's rounding (measured: prefill of 7 tokens writes position 7), which decode overwrites before reading."""
     with np.errstate(invalid="ignore"):  # the poison pattern is a signalling NaN
         before, expected, after = (np.asarray(a, np.float64).reshape(-1) for a in (before, expected, after))
-    unwritten = np.isnan(before) & np.isnan(expected) & np.isnan(after)
-    entry = _entry(vid, after[~unwritten], expected[~unwritten], tol)
-    entry.update(state=True, slots_compared=int((~unwritten).sum()))
+    untouched = np.isnan(before) & np.isnan(expected)
+    entry = _entry(vid, after[~untouched], expected[~untouched], tol)
+    entry.update(state=True, slots_compared=int((~untouched).sum()), stray=int((untouched & ~np.isnan(after)).sum()))
     return entry
+
+
+def node_magnitudes(expected: tuple[np.ndarray, ...], magnitude) -> list[np.ndarray | None]:
+    """The reduction magnitude of each output, in its shape (None where the reference gave none for it)."""
+    mags = []
+    for index, exp in enumerate(expected):
+        mag = magnitude[index] if isinstance(magnitude, tuple) else magnitude if index == 0 else None
+        mags.append(np.reshape(mag, np.shape(exp)) if mag is not None and np.size(mag) == np.size(exp) else None)
+    return mags
 
 
 def _node_outputs(delegate, node, run, expected, magnitude, global_env) -> list[dict[str, Any]]:
     outputs = []
-    for index, (vid, exp) in enumerate(zip(node.call.outputs, expected)):
+    for vid, exp, mag in zip(node.call.outputs, expected, node_magnitudes(expected, magnitude)):
         if vid not in run.values:
             continue
         got = np.asarray(run.values[vid], np.float64).reshape(np.shape(exp))
         tol = Tolerance.for_dtype(delegate.tensors[vid].dtype if vid in delegate.tensors else "int32")
-        mag = magnitude[index] if isinstance(magnitude, tuple) else magnitude if index == 0 else None
-        mag = mag if mag is not None and np.size(mag) == np.size(exp) else None
-        entry = _entry(vid, got, exp, tol, None if mag is None else np.reshape(mag, np.shape(exp)))
+        entry = _entry(vid, got, exp, tol, mag)
         if global_env is not None and vid in global_env:
             ref = np.asarray(global_env[vid], np.float64)
             if ref.size == got.size:
@@ -83,16 +91,27 @@ def _node_outputs(delegate, node, run, expected, magnitude, global_env) -> list[
     return outputs
 
 
-def compare_nodes(delegate, run, global_env: dict[int, np.ndarray] | None) -> list[dict[str, Any]]:
-    """One record per node: local and global error of each output (and mutated state), the shader, host time."""
+def device_values(delegate, run) -> dict[int, Any]:
+    """Every value the run read back, tensors in their declared dtype (as reference ops take them)."""
+    return {vid: _value_for_reference(delegate, vid, v) for vid, v in run.values.items()}
+
+
+def node_expectation(delegate, node, device_env: dict[int, Any]) -> tuple[dict[int, Any], tuple[np.ndarray, ...], Any]:
+    """(env, expected outputs, magnitude) of the reference op on the node's device inputs; ``env`` holds each
+    mutated state as the reference leaves it."""
     from vkdiff.harness import interpret
 
-    device_env = {vid: _value_for_reference(delegate, vid, v) for vid, v in run.values.items()}
-    records = []
+    env = dict(device_env)
+    env.update({vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()})
+    expected, magnitude = interpret.evaluate_node(delegate, node.call, env)
+    return env, expected, magnitude
+
+
+def compare_nodes(delegate, run, global_env: dict[int, np.ndarray] | None) -> list[dict[str, Any]]:
+    """One record per node: local and global error of each output (and mutated state), the shader, host time."""
+    device_env, records = device_values(delegate, run), []
     for node in run.nodes:
-        env = dict(device_env)
-        env.update({vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()})
-        expected, magnitude = interpret.evaluate_node(delegate, node.call, env)
+        env, expected, magnitude = node_expectation(delegate, node, device_env)
         outputs = _node_outputs(delegate, node, run, expected, magnitude, global_env)
         for vid, after in node.states_after.items():
             tol = Tolerance.for_dtype(delegate.tensors[vid].dtype)

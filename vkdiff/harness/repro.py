@@ -12,6 +12,7 @@ only) replays it on any Vulkan device and prints the verdict; ``--amber`` also w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -27,6 +28,26 @@ from vkdiff.harness.datamodel import Result
 
 def _outputs(expected: Any) -> tuple[np.ndarray, ...]:
     return expected if isinstance(expected, tuple) else (expected,)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Check:
+    """One read of the trace that replay judges element-wise (``run_repro.judge``)."""
+
+    name: str
+    read: int
+    """Index among the trace's reads."""
+    dtype: str
+    """Element dtype of the raw read."""
+    expected: np.ndarray
+    """float64, in the logical shape."""
+    bound: np.ndarray
+    """Element-wise bound of vkdiff's tolerance policy."""
+    gather: np.ndarray
+    """Raw element index of each logical element."""
+    poison: bool = True
+    """An element still holding vkdiff's poison is unwritten (``FAIL_CHECK``); False where vkdiff judges the value as
+    it reads (a node's staging copy: poison is a NaN, ``FAIL_NAN``)."""
 
 
 def _gather(resource: dict[str, Any], read: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
@@ -58,8 +79,36 @@ def record_case(ctx, case: KernelCase, *, session_seed: int = 0, repro: str = ""
     return result, trace, prepared, launched
 
 
-def write_bundle(out_dir: Path, case: KernelCase, result: Result, trace: TraceDevice, prepared, launched) -> Path:
-    """The folder: ``manifest.json``, ``data/``, ``spirv/``, ``expected.npz``, ``run_repro.py``."""
+def kernel_checks(case: KernelCase, trace: TraceDevice, prepared, launched) -> list[Check]:
+    """A kernel case's outputs: the last reads of the run, one per output."""
+    reads = [i for i, op in enumerate(trace.ops) if op["op"] == "read"]
+    expected = _outputs(prepared.expected)
+    tolerances = prepared.tolerance if isinstance(prepared.tolerance, tuple) else (prepared.tolerance,)
+    magnitudes = prepared.magnitude if isinstance(prepared.magnitude, tuple) else (prepared.magnitude,) * len(expected)
+    if len(reads) < len(expected):
+        raise ValueError(f"{case.id}: the run read back {len(reads)} tensors for {len(expected)} outputs")
+    checks = []
+    for i, (exp, tol, mag) in enumerate(zip(expected, tolerances, magnitudes)):
+        read_index = len(reads) - len(expected) + i
+        op = trace.ops[reads[read_index]]
+        exp = np.asarray(exp, np.float64)
+        bound = tol.bound(exp, None if mag is None else np.reshape(mag, exp.shape))
+        checks.append(Check(name=f"out{i}", read=read_index, dtype=str(_outputs(launched.output)[i].dtype),
+                            expected=exp, bound=np.broadcast_to(bound, exp.shape),
+                            gather=_gather(trace.resources[op["res"]], op, exp.shape)))
+    return checks
+
+
+def kernel_manifest(case: KernelCase, result: Result) -> dict[str, Any]:
+    return {"case": case.id, "op": case.op, "device": result.device, "device_info": result.device_info,
+            "verdict": {"status": result.status, "max_abs": result.metrics.get("max_abs"),
+                        "mismatches": result.metrics.get("mismatches")},
+            "shaders": result.shaders, "versions": result.versions, "seed": result.seed}
+
+
+def write_bundle(out_dir: Path, trace: TraceDevice, checks: list[Check], manifest: dict[str, Any]) -> Path:
+    """The folder: ``manifest.json`` (``manifest`` plus the trace and the checks), ``data/``, ``spirv/``,
+    ``expected.npz``, ``run_repro.py``."""
     from vkdiff.harness import repro_runner
 
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
@@ -75,69 +124,60 @@ def write_bundle(out_dir: Path, case: KernelCase, result: Result, trace: TraceDe
                 (out_dir / name).write_bytes(op[field])
                 op[field] = name
         ops.append(op)
-    reads = [i for i, op in enumerate(trace.ops) if op["op"] == "read"]
-    expected = _outputs(prepared.expected)
-    tolerances = prepared.tolerance if isinstance(prepared.tolerance, tuple) else (prepared.tolerance,)
-    magnitudes = prepared.magnitude if isinstance(prepared.magnitude, tuple) else (prepared.magnitude,) * len(expected)
-    if len(reads) < len(expected):
-        raise ValueError(f"{case.id}: the run read back {len(reads)} tensors for {len(expected)} outputs")
-    arrays, outputs = {}, []
-    for i, (exp, tol, mag) in enumerate(zip(expected, tolerances, magnitudes)):
-        read_index = len(reads) - len(expected) + i
-        op = trace.ops[reads[read_index]]
-        exp = np.asarray(exp, np.float64)
-        bound = tol.bound(exp, None if mag is None else np.reshape(mag, exp.shape))
-        name = f"out{i}"
-        arrays.update({f"{name}.expected": exp, f"{name}.bound": np.broadcast_to(bound, exp.shape),
-                       f"{name}.gather": _gather(trace.resources[op["res"]], op, exp.shape)})
-        outputs.append({"name": name, "read": read_index, "dtype": str(_outputs(launched.output)[i].dtype),
-                        "shape": list(exp.shape)})
+    arrays = {}
+    for check in checks:
+        arrays.update({f"{check.name}.expected": check.expected, f"{check.name}.bound": check.bound,
+                       f"{check.name}.gather": check.gather})
     np.savez_compressed(out_dir / "expected.npz", **arrays)
-    manifest = {"case": case.id, "op": case.op, "device": result.device, "device_info": result.device_info,
-                "verdict": {"status": result.status, "max_abs": result.metrics.get("max_abs"),
-                            "mismatches": result.metrics.get("mismatches")},
-                "shaders": result.shaders, "versions": result.versions, "seed": result.seed,
-                "resources": trace.resources, "ops": ops, "outputs": outputs}
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    outputs = [{"name": c.name, "read": c.read, "dtype": c.dtype, "shape": list(c.expected.shape),
+                "poison": c.poison} for c in checks]
+    (out_dir / "manifest.json").write_text(json.dumps({**manifest, "resources": trace.resources, "ops": ops,
+                                                       "outputs": outputs}, indent=1, default=str))
     shutil.copy(repro_runner.__file__, out_dir / "run_repro.py")
     return out_dir
 
 
 def add_repro_parser(sub) -> None:
-    repro = sub.add_parser("repro", help="Write a folder that reproduces a kernel case's verdict anywhere (numpy + "
-                                         "wgpu, or Amber)")
-    repro.add_argument("case", metavar="CASE", help="Kernel case id, exactly as 'vkdiff run --list' prints it")
+    from vkdiff.harness.options import parse_limits_profile, parse_route
+
+    repro = sub.add_parser("repro", help="Write a folder that reproduces a kernel case's or a node's verdict anywhere "
+                                         "(numpy + wgpu, or Amber)")
+    repro.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
     repro.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder to write (created)")
+    repro.add_argument("--node", metavar="N", type=int, default=None,
+                       help="Model cases: the node to cut out (default: the first bad node)")
+    repro.add_argument("--step", metavar="K", type=int, default=None,
+                       help="Generation cases: the call the node is cut from, 0 = prefill (default: the call the "
+                            "verdict reports)")
     repro.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
     repro.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
-    repro.add_argument("--limits-profile", metavar="NAME", default=None, help="Limits profile (as for vkdiff run)")
-    repro.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
+    repro.add_argument("--route", metavar="PROFILE", type=parse_route, default="native",
+                       help="Model cases: routing profile (as for vkdiff run)")
+    repro.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
+                       help="Limits profile (as for vkdiff run)")
+    repro.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed (kernel cases)")
     repro.add_argument("--amber", action="store_true", help="Also write case.amber (buffer-only traces)")
 
 
 def cmd_repro(args) -> int:
-    """Record the case on the device and write the folder; one line per problem, before any device work."""
+    """Record the case (or the node) on the device and write the folder; one line per problem, before any device
+    work."""
     from vkdiff.cases.kernels import KernelCase
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
     case = find_case(args.case)
-    if not isinstance(case, KernelCase):
-        raise SelectionError(f"{case.id} is a model case: 'vkdiff bisect node' saves its first bad node; repro "
-                               f"folders are made for kernel cases")
+    kernel = isinstance(case, KernelCase)
+    if kernel and (args.node is not None or args.step is not None):
+        raise SelectionError(f"--node and --step are for model cases; {case.id} is a kernel case (one node already)")
+    if not kernel and not case.partitioner.startswith("vulkan"):
+        raise SelectionError(f"{case.id} has no Vulkan delegate to cut a node from (partitioner {case.partitioner})")
     tree, adapter = tree_and_adapter(args.et_src, args.device)
     ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile)
-    try:
-        result, trace, prepared, launched = record_case(ctx, case, session_seed=args.seed)
-    except Exception as exc:  # the case never reached a dispatch worth replaying
-        from vkdiff.harness.kernels import status_of_exception
-
-        status, reason = status_of_exception(exc)
-        print(f"{case.id}@{ctx.info.slug}: {status.name} before any output was read: nothing to replay ({reason})")
+    out = _kernel_folder(args, case, ctx) if kernel else _node_folder(args, case, ctx, tree.path)
+    if out is None:
         return 1
-    out = write_bundle(Path(args.output), case, result, trace, prepared, launched)
-    print(f"{case.id}@{result.device}: {result.status}; replay with: python {out / 'run_repro.py'}")
     if args.amber:
         from vkdiff.harness.amber import AmberExportError, write_amber
 
@@ -146,3 +186,31 @@ def cmd_repro(args) -> int:
         except AmberExportError as exc:
             print(f"amber: not written: {exc}")
     return 0
+
+
+def _kernel_folder(args, case: KernelCase, ctx) -> Path | None:
+    try:
+        result, trace, prepared, launched = record_case(ctx, case, session_seed=args.seed)
+    except Exception as exc:  # the case never reached a dispatch worth replaying
+        from vkdiff.harness.kernels import status_of_exception
+
+        status, reason = status_of_exception(exc)
+        print(f"{case.id}@{ctx.info.slug}: {status.name} before any output was read: nothing to replay ({reason})")
+        return None
+    out = write_bundle(Path(args.output), trace, kernel_checks(case, trace, prepared, launched),
+                       kernel_manifest(case, result))
+    print(f"{case.id}@{result.device}: {result.status}; replay with: python {out / 'run_repro.py'}")
+    return out
+
+
+def _node_folder(args, case, ctx, tree: Path) -> Path | None:
+    from vkdiff.harness.repro_node import NodeReproError, repro_node
+
+    try:
+        made = repro_node(ctx, case, Path(args.output), node=args.node, step=args.step,
+                           route_name=args.route, tree=tree)
+    except NodeReproError as exc:
+        print(exc)
+        return None
+    print("\n".join(made.lines(case.id, ctx.info.slug)))
+    return made.folder

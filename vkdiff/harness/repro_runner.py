@@ -93,11 +93,16 @@ def replay(device, manifest: dict, folder: Path) -> list[bytes]:
 
 
 def judge(raw: bytes, out: dict, expected: np.lib.npyio.NpzFile) -> dict:
-    """vkdiff's element-wise check: unwritten → FAIL_CHECK, NaN/Inf → FAIL_NAN, over the bound → FAIL_NUMERIC."""
+    """vkdiff's element-wise check: unwritten → FAIL_CHECK, NaN/Inf → FAIL_NAN, over the bound → FAIL_NUMERIC.
+
+    An output marked ``"poison": false`` (a node's value, read through its staging copy) is judged as vkdiff
+    judges nodes: the poison is a NaN there."""
     dtype = np.dtype(out["dtype"])
     flat = np.frombuffer(raw, dtype)[expected[f"{out['name']}.gather"].reshape(-1)]
     exp, bound = expected[f"{out['name']}.expected"].reshape(-1), expected[f"{out['name']}.bound"].reshape(-1)
-    unwritten = flat.view(f"u{dtype.itemsize}") == POISON_BITS[dtype.itemsize]
+    unwritten = np.zeros(flat.shape, bool)
+    if out.get("poison", True):
+        unwritten = flat.view(f"u{dtype.itemsize}") == POISON_BITS[dtype.itemsize]
     got = flat.astype(np.float64)
     with np.errstate(invalid="ignore"):
         diff = np.where(unwritten, 0.0, np.abs(got - exp))

@@ -202,6 +202,7 @@ class DelegateGraph:
         tick = time.perf_counter()
         try:
             launcher.add_node(graph, args, out)
+            graph.node = None  # probes, like the output probes, are not the node's work
             mutated = [vid for arg in call.schema.arguments if arg.mutable
                        for vid in [call.args.get(arg.name)] if vid in graph.states]
             before = _probe_states(graph, mutated, first, known_states)
