@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff.harness import cli
 from vkdiff.harness.store import read
@@ -20,12 +22,24 @@ def _device_results(path):
     return {(r.case, r.device): r for r in read([path]).results if r.rule == "device"}
 
 
-def test_a_runner_without_torch_judges_the_saved_delegates_like_the_full_stack(tmp_path, et_tree):
-    full, saved, bare = tmp_path / "full.jsonl", tmp_path / "artifacts", tmp_path / "bare.jsonl"
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, et_tree):
+    """(results of the full stack, artifacts folder) for ``CASES``."""
+    folder = tmp_path_factory.mktemp("artifacts")
+    full, artifacts = folder / "full.jsonl", folder / "artifacts"
     cli.main(["run", "--suite", "models", "--cases", CASES, "--et-src", str(et_tree), "--results", str(full),
-              "--save-artifacts", str(saved)])
-    done = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, "run", "--from-artifacts", str(saved), "--et-src",
-                           str(et_tree), "--results", str(bare)], capture_output=True, text=True)
+              "--save-artifacts", str(artifacts)])
+    return full, artifacts
+
+
+def _without_torch(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True)
+
+
+def test_a_runner_without_torch_judges_the_saved_delegates_like_the_full_stack(saved, tmp_path, et_tree):
+    full, artifacts = saved
+    bare = tmp_path / "bare.jsonl"
+    done = _without_torch("run", "--from-artifacts", str(artifacts), "--et-src", str(et_tree), "--results", str(bare))
     assert bare.exists(), done.stderr[-2000:]
     ours, theirs = _device_results(full), _device_results(bare)
     assert len(ours) == 2 and ours.keys() == theirs.keys()
@@ -35,6 +49,19 @@ def test_a_runner_without_torch_judges_the_saved_delegates_like_the_full_stack(t
         assert theirs[key].repro.startswith("vkdiff run --suite models --cases ") and "--from-artifacts" in \
             theirs[key].repro
     assert cli.main(["report", str(full), str(bare), "-o", str(tmp_path / "report")]) == 0
+
+
+def test_a_runner_without_torch_writes_a_node_folder_from_the_artifacts(saved, tmp_path, et_tree):
+    out = tmp_path / "node"
+    done = _without_torch("repro", "embedding_large_vocab[fp32-vulkan]", "--from-artifacts", str(saved[1]),
+                          "--et-src", str(et_tree), "-o", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "node 0 (aten.embedding.default" in done.stdout and "FAIL_NUMERIC alone, FAIL_NUMERIC in the model" in \
+        done.stdout
+    replayed = subprocess.run([sys.executable, str(out / "run_repro.py"), str(out)], capture_output=True, text=True)
+    assert json.loads(replayed.stdout.strip().splitlines()[-1])["same_verdict"]
+    missing = _without_torch("repro", "llama_proj[4w-vulkan]", "--from-artifacts", str(saved[1]), "-o", str(out))
+    assert missing.returncode == cli.EXIT_USAGE and "not saved in --from-artifacts" in missing.stderr
 
 
 def test_a_corrupt_artifact_is_one_line_before_any_device_work(tmp_path, et_tree, capsys):

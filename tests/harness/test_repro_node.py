@@ -16,6 +16,7 @@ from vkdiff.cases.catalog import all_model_cases
 from vkdiff.device.adapters import create_device
 from vkdiff.harness import cli
 from vkdiff.harness.amber import write_amber
+from vkdiff.harness.device_models import identity, prepare_or_status
 from vkdiff.harness.repro_node import NodeReproError, repro_node
 
 pytestmark = [requires_vulkan, requires_pinned_tree]
@@ -26,9 +27,10 @@ SDPA = 17
 """``sdpa_with_kv_cache`` of layer 0: reads both KV caches and writes them (states), takes SymInt start_pos."""
 
 
-def _case(case_id: str):
+def _prepared(case_id: str):
+    """(model inputs, identity) of a model case, as ``repro_node`` takes them."""
     case, = all_model_cases("^" + case_id.replace("[", r"\[").replace("]", r"\]") + "$")
-    return case
+    return prepare_or_status(case), identity(case)
 
 
 def _replay(folder) -> dict:
@@ -38,7 +40,8 @@ def _replay(folder) -> dict:
 
 
 def test_a_node_a_test_corrupts_replays_with_exactly_that_element_wrong(et_ctx, et_tree, tmp_path):
-    made = repro_node(et_ctx, _case("llama_proj[4w-vulkan]"), tmp_path, tree=et_tree, tamper=nudge(9, add_half_at_3))
+    made = repro_node(et_ctx, *_prepared("llama_proj[4w-vulkan]"), tmp_path, tree=et_tree,
+                      tamper=nudge(9, add_half_at_3))
     assert made.index == 9 and made.in_model["status"] == "FAIL_NUMERIC"
     assert made.alone["status"] == "FAIL_NUMERIC" and made.alone["outputs"][0]["mismatches"] == 1
     replayed = _replay(tmp_path)
@@ -102,15 +105,15 @@ def test_a_buffer_node_exports_to_amber_and_passes_there(et_tree, tmp_path):
 
 
 def test_host_work_and_missing_nodes_are_refused_in_one_line(et_ctx, et_tree, tmp_path, capsys):
-    case = _case("llama_proj[4w-vulkan]")
+    case = _prepared("llama_proj[4w-vulkan]")
     with pytest.raises(NodeReproError, match=r"--node 99: .* has nodes 0 to \d+"):
-        repro_node(et_ctx, case, tmp_path, node=99, tree=et_tree)
+        repro_node(et_ctx, *case, tmp_path, node=99, tree=et_tree)
     with pytest.raises(NodeReproError, match="every node is within tolerance .* --node N"):
-        repro_node(et_ctx, case, tmp_path, tree=et_tree)
+        repro_node(et_ctx, *case, tmp_path, tree=et_tree)
     assert cli.main(["repro", GENERATION, "--node", "5", "-o", str(tmp_path), "--et-src", str(et_tree)]) == 1
     assert "produces no tensor (host work on SymInts)" in capsys.readouterr().out
     with pytest.raises(NodeReproError, match=r"--step 9: .* makes 5 calls \(steps 0 to 4\)"):
-        repro_node(et_ctx, _case(GENERATION), tmp_path, node=SDPA, step=9, tree=et_tree)
+        repro_node(et_ctx, *_prepared(GENERATION), tmp_path, node=SDPA, step=9, tree=et_tree)
 
 
 def test_node_is_for_model_cases(et_tree, tmp_path, capsys):

@@ -157,25 +157,21 @@ def add_repro_parser(sub) -> None:
                        help="Limits profile (as for vkdiff run)")
     repro.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed (kernel cases)")
     repro.add_argument("--amber", action="store_true", help="Also write case.amber (buffer-only traces)")
+    repro.add_argument("--from-artifacts", metavar="DIR", default=None,
+                       help="Model cases: take the case from 'vkdiff run --save-artifacts DIR' (no torch needed)")
 
 
 def cmd_repro(args) -> int:
     """Record the case (or the node) on the device and write the folder; one line per problem, before any device
     work."""
-    from vkdiff.cases.kernels import KernelCase
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
-    from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
+    from vkdiff.harness.selection import tree_and_adapter
 
-    case = find_case(args.case)
-    kernel = isinstance(case, KernelCase)
-    if kernel and (args.node is not None or args.step is not None):
-        raise SelectionError(f"--node and --step are for model cases; {case.id} is a kernel case (one node already)")
-    if not kernel and not case.partitioner.startswith("vulkan"):
-        raise SelectionError(f"{case.id} has no Vulkan delegate to cut a node from (partitioner {case.partitioner})")
+    case, prepared = _selected(args)
     tree, adapter = tree_and_adapter(args.et_src, args.device)
     ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile)
-    out = _kernel_folder(args, case, ctx) if kernel else _node_folder(args, case, ctx, tree.path)
+    out = _kernel_folder(args, case, ctx) if case is not None else _node_folder(args, *prepared, ctx, tree.path)
     if out is None:
         return 1
     if args.amber:
@@ -186,6 +182,36 @@ def cmd_repro(args) -> int:
         except AmberExportError as exc:
             print(f"amber: not written: {exc}")
     return 0
+
+
+def _selected(args) -> tuple[KernelCase | None, tuple[Any, dict[str, Any]] | None]:
+    """A kernel case, or a model case prepared (model inputs, identity): from the catalogue or an artifact."""
+    import re
+
+    from vkdiff.harness.selection import SelectionError, find_case
+
+    if args.from_artifacts:
+        from vkdiff.harness.artifacts import ArtifactError, load
+
+        try:
+            found = load(Path(args.from_artifacts), "^" + re.escape(args.case) + "$")
+        except ArtifactError as exc:
+            raise SelectionError(str(exc)) from None
+        if not found:
+            raise SelectionError(f"{args.case}: not saved in --from-artifacts {args.from_artifacts} (artifacts hold "
+                                 f"Vulkan model cases; kernel cases need no artifacts)")
+        return None, (found[0].model, found[0].ident)
+    case = find_case(args.case)
+    if isinstance(case, KernelCase):
+        if args.node is not None or args.step is not None:
+            raise SelectionError(f"--node and --step are for model cases; {case.id} is a kernel case (one node "
+                                 f"already)")
+        return case, None
+    if not case.partitioner.startswith("vulkan"):
+        raise SelectionError(f"{case.id} has no Vulkan delegate to cut a node from (partitioner {case.partitioner})")
+    from vkdiff.harness.device_models import identity, prepare_or_status
+
+    return None, (prepare_or_status(case), identity(case))
 
 
 def _kernel_folder(args, case: KernelCase, ctx) -> Path | None:
@@ -203,14 +229,14 @@ def _kernel_folder(args, case: KernelCase, ctx) -> Path | None:
     return out
 
 
-def _node_folder(args, case, ctx, tree: Path) -> Path | None:
+def _node_folder(args, model, ident: dict[str, Any], ctx, tree: Path) -> Path | None:
     from vkdiff.harness.repro_node import NodeReproError, repro_node
 
     try:
-        made = repro_node(ctx, case, Path(args.output), node=args.node, step=args.step,
-                           route_name=args.route, tree=tree)
+        made = repro_node(ctx, model, ident, Path(args.output), node=args.node, step=args.step,
+                          route_name=args.route, tree=tree)
     except NodeReproError as exc:
         print(exc)
         return None
-    print("\n".join(made.lines(case.id, ctx.info.slug)))
+    print("\n".join(made.lines(ident["case"], ctx.info.slug)))
     return made.folder

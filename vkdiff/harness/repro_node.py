@@ -182,30 +182,31 @@ class NodeRepro:
         return out
 
 
-def repro_node(ctx, case, out_dir: Path, *, node: int | None = None, step: int | None = None,
-               route_name: str = "native", tree: Path | None = None, tamper=None) -> NodeRepro:
-    """Run the model case on ``ctx``, cut out node ``node`` (default: the first bad one) as it ran at call ``step``
-    (default: the call the verdict reports) and write its folder.
+def repro_node(ctx, model, ident: dict[str, Any], out_dir: Path, *, node: int | None = None,
+               step: int | None = None, route_name: str = "native", tree: Path | None = None,
+               tamper=None) -> NodeRepro:
+    """Run a prepared model case (``prepare_or_status``, or a saved artifact) on ``ctx``, cut out node ``node``
+    (default: the first bad one) as it ran at call ``step`` (default: the call the verdict reports) and write its
+    folder.
 
     Raises:
         NodeReproError: the case never reached its nodes, no node is bad and none was named, or no such node or step.
     """
     from vkdiff.device.routing import route_for
-    from vkdiff.harness.device_models import first_diverging, identity, prepare_or_status, run_prepared
+    from vkdiff.harness.device_models import first_diverging, run_prepared
     from vkdiff.harness.repro import write_bundle
 
-    model = prepare_or_status(case)
+    case_id = ident["case"]
     count = 0 if isinstance(model, tuple) else len(model.delegate.ops)
     if node is not None and count and not 0 <= node < count:
-        raise NodeReproError(f"--node {node}: {case.id}'s delegate has nodes 0 to {count - 1}")
+        raise NodeReproError(f"--node {node}: {case_id}'s delegate has nodes 0 to {count - 1}")
     runs: list = []
-    result = run_prepared(ctx, model=model, ident=identity(case), route_name=route_name, tree=tree, tamper=tamper,
-                          keep=runs)
+    result = run_prepared(ctx, model=model, ident=ident, route_name=route_name, tree=tree, tamper=tamper, keep=runs)
     if isinstance(model, tuple) or "nodes" not in result.metrics:
-        raise NodeReproError(f"{case.id}@{ctx.info.slug}: {result.status} before every node ran, nothing to cut "
+        raise NodeReproError(f"{case_id}@{ctx.info.slug}: {result.status} before every node ran, nothing to cut "
                              f"out ({(result.reason or '').splitlines()[0] if result.reason else 'no reason'})")
     if step is not None and not 0 <= step < len(runs):
-        raise NodeReproError(f"--step {step}: {case.id} makes {len(runs)} calls (steps 0 to {len(runs) - 1})")
+        raise NodeReproError(f"--step {step}: {case_id} makes {len(runs)} calls (steps 0 to {len(runs) - 1})")
     if step is not None and step != result.metrics.get("nodes_step", 0):
         from vkdiff.harness.device_models import compare_nodes
 
@@ -215,7 +216,7 @@ def repro_node(ctx, case, out_dir: Path, *, node: int | None = None, step: int |
     if node is None:
         bad = first_diverging(records)
         if bad is None:
-            raise NodeReproError(f"{case.id}@{ctx.info.slug}: every node is within tolerance ({result.status}); "
+            raise NodeReproError(f"{case_id}@{ctx.info.slug}: every node is within tolerance ({result.status}); "
                                  f"name one with --node N (0 to {len(records) - 1}) to export it passing")
         node = bad["index"]
     recording = record_node(ctx, one_node(model.delegate, runs[step], node), route=route_for(route_name, ctx.info),
