@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vkdiff.harness.bisect.commands import add_bisect_parser
 
     add_bisect_parser(sub)
-    from vkdiff.harness.repro import add_repro_parser
+    from vkdiff.harness.repro_cli import add_repro_parser
 
     add_repro_parser(sub)
     report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "cache":
             return cmd_cache(args)
         if args.command == "repro":
-            from vkdiff.harness.repro import cmd_repro
+            from vkdiff.harness.repro_cli import cmd_repro
 
             return cmd_repro(args)
         if args.command == "bisect":
