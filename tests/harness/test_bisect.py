@@ -37,26 +37,31 @@ def test_bisect_node_of_a_passing_case_names_no_node(et_ctx, et_tree, tmp_path):
     assert found.result.status == "PASS" and found.first_bad is None and not found.saved
 
 
-@pytest.fixture
-def planted(monkeypatch):
-    """A kernel fault behind two knobs: fp16 outputs in texture3d storage are off by one, nothing else is."""
-    real = kernels.launch
+PLANTED = {
+    "add[B2-H5-W13-fp16-texture3d]": (lambda case: case.dtype == "fp16" and case.storage == "texture3d",
+                                      "dtype=fp16, storage=texture3d"),
+    "add[B2-H5-W13-fp32-buffer-channels]": (lambda case: case.storage == "buffer" and case.layout == "channels",
+                                            "storage=buffer, layout=channels"),
+}
+"""A kernel fault behind two knobs per case (outputs off by one there, nothing else is), and those knobs."""
+
+
+@pytest.mark.parametrize("case_id", PLANTED)
+def test_bisect_knob_reduces_a_failure_behind_two_knobs_to_exactly_those(case_id, et_tree, capsys, monkeypatch):
+    real, faulty = kernels.launch, PLANTED[case_id][0]
 
     def launch(ctx, case, prepared):
         launched = real(ctx, case, prepared)
-        if case.dtype == "fp16" and case.storage == "texture3d":
-            launched.output = launched.output + np.float16(1)
+        if faulty(case):
+            launched.output = launched.output + launched.output.dtype.type(1)
         return launched
 
     monkeypatch.setattr(kernels, "launch", launch)
-
-
-def test_bisect_knob_reduces_a_failure_behind_two_knobs_to_exactly_those(planted, et_tree, capsys):
-    code = cli.main(["bisect", "knob", "add[B2-H5-W13-fp16-texture3d]", "--et-src", str(et_tree)])
+    code = cli.main(["bisect", "knob", case_id, "--et-src", str(et_tree)])
     out = capsys.readouterr().out
     assert code == 1
-    assert "FAIL_NUMERIC at dtype=fp16, storage=texture3d, shape.B=2, shape.H=5, shape.W=13, limits=native" in out
-    assert "smallest set of knob values that turns PASS into FAIL_NUMERIC: dtype=fp16, storage=texture3d\n" in out
+    assert "FAIL_NUMERIC at " in out and ", shape.B=2, shape.H=5, shape.W=13, limits=native" in out
+    assert f"smallest set of knob values that turns PASS into FAIL_NUMERIC: {PLANTED[case_id][1]}\n" in out
 
 
 def test_bisect_knob_of_a_passing_case_says_there_is_nothing_to_bisect(et_tree, capsys):

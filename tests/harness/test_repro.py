@@ -19,6 +19,8 @@ pytestmark = [requires_vulkan, requires_pinned_tree]
 PASSING = "linear_q4gsw[M13-K256-N40-g32-fp32-buffer]"
 FAILING = "apply_rotary_emb[T5-Hq4-Hkv2-D6-fp32-buffer]"
 """``etvk-rope-buffer-head-dim-off-texel-boundary``: FAIL_NUMERIC on every device."""
+CHANNELS = "mul[B2-H5-W13-fp32-buffer-channels-bcast_w]"
+"""A channels-packed buffer output: read raw through its element index."""
 TEXTURE = "apply_rotary_emb[T5-Hq4-Hkv2-D12-fp32-texture3d]"
 """``etvk-rope-head-dim-4-mod-8-unwritten``: FAIL_CHECK, features never written."""
 
@@ -26,7 +28,7 @@ TEXTURE = "apply_rotary_emb[T5-Hq4-Hkv2-D12-fp32-texture3d]"
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory, et_tree):
     made = {}
-    for case in (PASSING, FAILING, TEXTURE):
+    for case in (PASSING, FAILING, TEXTURE, CHANNELS):
         out = tmp_path_factory.mktemp("repro")
         assert cli.main(["repro", case, "-o", str(out), "--et-src", str(et_tree)]) == 0
         made[case] = out
@@ -38,7 +40,8 @@ def _replay(folder) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("case,status", [(PASSING, "PASS"), (FAILING, "FAIL_NUMERIC"), (TEXTURE, "FAIL_CHECK")])
+@pytest.mark.parametrize("case,status", [(PASSING, "PASS"), (FAILING, "FAIL_NUMERIC"), (TEXTURE, "FAIL_CHECK"),
+                                         (CHANNELS, "PASS")])
 def test_the_folder_replays_the_recorded_verdict(folders, case, status):
     replayed = _replay(folders[case])
     assert replayed["recorded"]["status"] == status
@@ -53,7 +56,7 @@ def test_the_runner_needs_only_numpy_and_wgpu(folders):
     assert imported <= {"__future__", "argparse", "json", "sys", "pathlib", "numpy", "wgpu"}
 
 
-@pytest.mark.parametrize("case,passes", [(PASSING, True), (FAILING, False)])
+@pytest.mark.parametrize("case,passes", [(PASSING, True), (FAILING, False), (CHANNELS, True)])
 def test_the_amber_export_parses_and_runs_to_the_same_verdict(folders, case, passes):
     script = parse(write_amber(folders[case]).read_text())
     assert script.shaders and any(c[0] == "RUN" for c in script.commands)

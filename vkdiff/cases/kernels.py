@@ -52,11 +52,15 @@ class KernelCase:
     """Launcher options that leave the inputs unchanged (``(("weight_storage", "buffer"),)``)."""
     flags: tuple[str, ...] = ()
     """Input variations by name (``("bias",)``); part of the data id."""
+    layout: str = "width"
+    """Memory layout of the inputs and outputs (``width``, ``height``, ``channels`` packed); ids name it unless width."""
 
     def _knobs(self, *, storage: bool) -> str:
         parts = [self.dtype]
         if storage:
             parts.append(self.storage)
+            if self.layout != "width":
+                parts.append(self.layout)
             parts += [f"{OPTION_TOKENS.get(k, k)}{v}" for k, v in self.options if k not in NAMED_OPTIONS]
         parts += list(self.flags)
         return "-".join(parts)
@@ -76,13 +80,14 @@ class KernelCase:
 
     @property
     def data_id(self) -> str:
-        """The id without the storage knobs: cases that differ only in storage get identical inputs."""
+        """The id without the storage knobs: cases that differ only in storage or layout get identical inputs."""
         return self._with_shape(self._knobs(storage=False))
 
     @property
     def knobs(self) -> dict[str, Any]:
         """Every knob by name, as results record them."""
-        return {"dtype": self.dtype, "storage": self.storage, **dict(self.options), **{f: True for f in self.flags}}
+        return {"dtype": self.dtype, "storage": self.storage, **({"layout": self.layout} if self.layout != "width" else {}),
+                **dict(self.options), **{f: True for f in self.flags}}
 
     @property
     def sizes(self) -> dict[str, int]:

@@ -157,6 +157,22 @@ def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:
                                {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
 
 
+def read_raw(device: Any, tensor: Tensor) -> np.ndarray:
+    """Every element of the storage as allocated, flat, in its dtype: a buffer's elements, or a texture's texels
+    (x fastest, then y, then z) four components each."""
+    what = f"reading back {tensor.storage} {list(tensor.shape)}"
+    if tensor.storage == "buffer":
+        with watchdog.waiting(what):
+            raw = gpu_call(DispatchError, what, device.queue.read_buffer, tensor.handle)
+        return np.frombuffer(raw, dtype=tensor.dtype)[: int(np.prod(tensor.buffer_shape))].copy()
+    width, height, depth = tensor.spec.extents if tensor.spec is not None else layouts.texture_extent(tensor.shape)
+    with watchdog.waiting(what):
+        raw = gpu_call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
+                       {"bytes_per_row": width * 4 * tensor.dtype.itemsize, "rows_per_image": height},
+                       (width, height, depth))
+    return np.frombuffer(raw, dtype=tensor.dtype).copy()
+
+
 def read(device: Any, tensor: Tensor) -> np.ndarray:
     """Read a tensor back into its numpy shape and dtype."""
     what = f"reading back {tensor.storage} {list(tensor.shape)}"

@@ -147,7 +147,8 @@ def base_result(case: KernelCase, device: str, status: Status, **fields: Any) ->
 
 def launch(ctx: DeviceContext, case: KernelCase, prepared: Prepared) -> Launch:
     """Run the case's op through its registered launcher on ``ctx``."""
-    return run_op(ctx, case.op, prepared.args, storage=case.storage, dtype=case.np_dtype, **dict(case.options))
+    return run_op(ctx, case.op, prepared.args, storage=case.storage, layout=case.layout, dtype=case.np_dtype,
+                  **dict(case.options))
 
 
 def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, repeat: int = 1,

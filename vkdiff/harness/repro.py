@@ -51,7 +51,7 @@ class Check:
 
 
 def _gather(resource: dict[str, Any], read: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
-    """Raw element index of each logical element (width-packed outputs, as ``run_op`` allocates them)."""
+    """Raw element index of each logical element of a width-packed output (``Launch.index`` has the others')."""
     count = int(np.prod(shape))
     if resource["kind"] == "buffer":
         return np.arange(count, dtype=np.int64).reshape(shape)
@@ -93,9 +93,10 @@ def kernel_checks(case: KernelCase, trace: TraceDevice, prepared, launched) -> l
         op = trace.ops[reads[read_index]]
         exp = np.asarray(exp, np.float64)
         bound = tol.bound(exp, None if mag is None else np.reshape(mag, exp.shape))
+        gather = (launched.index[i] if launched.index is not None
+                  else _gather(trace.resources[op["res"]], op, exp.shape))
         checks.append(Check(name=f"out{i}", read=read_index, dtype=str(_outputs(launched.output)[i].dtype),
-                            expected=exp, bound=np.broadcast_to(bound, exp.shape),
-                            gather=_gather(trace.resources[op["res"]], op, exp.shape)))
+                            expected=exp, bound=np.broadcast_to(bound, exp.shape), gather=gather))
     return checks
 
 

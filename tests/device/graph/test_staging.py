@@ -9,7 +9,8 @@ import pytest
 
 from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.graph.staging import graph_input, read_nchw, tensor_to_nchw_shader
+from vkdiff.device import layouts
+from vkdiff.device.graph.staging import element_index, graph_input, read_nchw, tensor_to_nchw_shader
 from vkdiff.device.routing import route_for
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
@@ -46,6 +47,22 @@ def test_width_packed_texels_are_what_numpy_packs(et_ctx):
     tensor = graph_input(graph, data, "texture3d", "width")
     graph.execute()
     np.testing.assert_array_equal(graph.read(tensor), data)
+
+
+@pytest.mark.parametrize("storage", ["texture3d", "buffer"])
+@pytest.mark.parametrize("layout", ["channels", "height"])
+def test_a_raw_read_through_the_element_index_gives_the_data_and_keeps_the_poison(et_ctx, storage, layout):
+    """How kernel cases read non-width-packed outputs: raw storage, no shader in between."""
+    data = (np.arange(2 * 5 * 6 * 7, dtype=np.float32).reshape(2, 5, 6, 7) - 100) / 8
+    graph = ComputeGraph(et_ctx)
+    tensor = graph_input(graph, data, storage, layout)
+    fresh = graph.add_tensor(data.shape, "float32", storage, layout)
+    graph.execute()
+    index = element_index(graph, tensor)
+    width = element_index(graph, graph.add_tensor(data.shape, "float32", storage, "width"))
+    assert not np.array_equal(index, width), "the layout did not change where elements live"
+    np.testing.assert_array_equal(graph.read(tensor, index), data)
+    assert layouts.unwritten_mask(graph.read(fresh, index)).all()
 
 
 def test_integrated_routes_read_without_coalescing(et_ctx):

@@ -2,7 +2,8 @@
 
 Shapes cover a width that is not a multiple of 4 (texture padding), a leading batch, and,
 for ``mul``, an operand broadcast along the packed (width) dim, which the texture shaders
-handle with their ``*_broadcast_packed_dim`` spec constants.
+handle with their ``*_broadcast_packed_dim`` spec constants. Every case runs width-, channels- and
+height-packed (then ``bcast_w`` broadcasts along an unpacked dim).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ SHAPES = ((1, 7, 64), (2, 5, 13), (3, 1, 6))
 """(B, H, W): the delegates' [1, 7, 64]; W % 4 != 0 with a batch; one row."""
 
 
-def _case(op: str, name: str, shape: tuple[int, int, int], dtype: str, storage: str,
+def _case(op: str, name: str, shape: tuple[int, int, int], dtype: str, storage: str, layout: str,
           flags: tuple[str, ...] = ()) -> KernelCase:
     b, h, w = shape
     return KernelCase(op=op, name=name, shape=(("B", b), ("H", h), ("W", w)), dtype=dtype, storage=storage,
-                      flags=flags)
+                      layout=layout, flags=flags)
 
 
 def _x(case: KernelCase, rng: np.random.Generator) -> np.ndarray:
@@ -49,30 +50,34 @@ def view_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": _x(case, rng), "size": [b * h, w]}
 
 
+LAYOUTS = ("width", "channels", "height")
+"""The delegates use width packing; ET-VK's elementwise and view shaders take any packed dim."""
+
+
 def _grid() -> Iterator[tuple]:
-    return itertools.product(SHAPES, ("fp32", "fp16"), ("buffer", "texture3d"))
+    return itertools.product(SHAPES, ("fp32", "fp16"), ("buffer", "texture3d"), LAYOUTS)
 
 
 @register_test_suite("aten.add.Tensor", make_args=add_args)
 def add_suite() -> Iterator[KernelCase]:
-    for shape, dtype, storage in _grid():
-        yield _case("aten.add.Tensor", "add", shape, dtype, storage)
+    for shape, dtype, storage, layout in _grid():
+        yield _case("aten.add.Tensor", "add", shape, dtype, storage, layout)
 
 
 @register_test_suite("aten.mul.Tensor", make_args=mul_args)
 def mul_suite() -> Iterator[KernelCase]:
-    for shape, dtype, storage in _grid():
-        yield _case("aten.mul.Tensor", "mul", shape, dtype, storage)
-        yield _case("aten.mul.Tensor", "mul", shape, dtype, storage, flags=("bcast_w",))
+    for shape, dtype, storage, layout in _grid():
+        yield _case("aten.mul.Tensor", "mul", shape, dtype, storage, layout)
+        yield _case("aten.mul.Tensor", "mul", shape, dtype, storage, layout, flags=("bcast_w",))
 
 
 @register_test_suite("aten.sigmoid.default", make_args=sigmoid_args)
 def sigmoid_suite() -> Iterator[KernelCase]:
-    for shape, dtype, storage in _grid():
-        yield _case("aten.sigmoid.default", "sigmoid", shape, dtype, storage)
+    for shape, dtype, storage, layout in _grid():
+        yield _case("aten.sigmoid.default", "sigmoid", shape, dtype, storage, layout)
 
 
 @register_test_suite("aten.view_copy.default", make_args=view_args)
 def view_suite() -> Iterator[KernelCase]:
-    for shape, dtype, storage in _grid():
-        yield _case("aten.view_copy.default", "view_copy", shape, dtype, storage)
+    for shape, dtype, storage, layout in _grid():
+        yield _case("aten.view_copy.default", "view_copy", shape, dtype, storage, layout)

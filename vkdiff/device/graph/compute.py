@@ -146,6 +146,8 @@ class Launch:
     """Every variant dispatched (prepack shaders first)."""
     dispatch: dict = dataclasses.field(default_factory=dict)
     """Global/local workgroup sizes and spec constants of the main dispatch."""
+    index: tuple[np.ndarray, ...] | None = None
+    """Per output, where each element sits in its raw storage (non-width layouts; None: width-packed)."""
 
     @property
     def unwritten(self) -> int:
@@ -393,24 +395,31 @@ class ComputeGraph:
 
     # -- results -------------------------------------------------------------------------------------------------
 
-    def read(self, tensor: Tensor) -> np.ndarray:
-        """A width-packed tensor's raw contents in its logical shape (poison kept: no shader in between)."""
+    def read(self, tensor: Tensor, index: np.ndarray | None = None) -> np.ndarray:
+        """A tensor's raw contents in its logical shape (poison kept: no shader in between); any layout but width
+        needs ``index``, where each element sits in the raw storage (``staging.element_index``)."""
+        if index is not None:
+            return resources.read_raw(self.device, tensor)[index]
         if tensor.spec.layout != "width":
-            raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: read it through staging.read_nchw")
+            raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: give its staging.element_index")
         raw = resources.read(self.device, tensor)
         if tensor.storage == "buffer":
             return np.ascontiguousarray(raw.reshape(-1)[: tensor.spec.numel]).reshape(tensor.spec.sizes)
         return raw
 
-    def launch(self, out: Tensor | tuple[Tensor, ...]) -> Launch:
-        """Execute the graph once, read ``out`` (or each output of a tuple) back and summarise what produced it."""
+    def launch(self, out: Tensor | tuple[Tensor, ...], index: tuple[np.ndarray, ...] | None = None) -> Launch:
+        """Execute the graph once, read ``out`` (or each output of a tuple) back and summarise what produced it.
+
+        ``index`` (one per output) places non-width-packed outputs' elements in their raw storage."""
         self.execute()
-        output = tuple(self.read(t) for t in out) if isinstance(out, tuple) else self.read(out)
+        outs = out if isinstance(out, tuple) else (out,)
+        read = tuple(self.read(t, None if index is None else index[i]) for i, t in enumerate(outs))
+        output = read if isinstance(out, tuple) else read[0]
         main = [d for d in self.dispatches if not d.prepack and not d.skipped][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)
         return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, clamped=tuple(sorted(self.clamped)),
-                      shaders=shaders,
+                      shaders=shaders, index=index,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
 
 

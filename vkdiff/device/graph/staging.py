@@ -213,6 +213,26 @@ def prepack_standard(graph: ComputeGraph, ref: TensorRef, storage: str = "buffer
     return tensor
 
 
+def element_index(graph: ComputeGraph, tensor: Tensor) -> np.ndarray:
+    """Where each logical element of ``tensor`` sits in its raw storage (``resources.read_raw``), in its shape.
+
+    ET-VK's own staging shader writes 1..numel into an int32 tensor of the same sizes,
+    storage and layout; where each value lands is where that element lives (0 is padding).
+    Reading a tensor raw through this map keeps vkdiff's poison where the kernel wrote nothing.
+    """
+    spec = tensor.spec
+    probe = graph.add_tensor(spec.sizes, "int32", spec.storage, spec.layout, label="layout_probe")
+    write_nchw(graph, probe, np.arange(1, spec.numel + 1, dtype=np.int32).reshape(spec.sizes), prepack=True)
+    raw = resources.read_raw(graph.device, probe)
+    found = np.full(spec.numel + 1, -1, np.int64)
+    valid = (raw >= 1) & (raw <= spec.numel)
+    found[raw[valid]] = np.flatnonzero(valid)
+    if (found[1:] < 0).any():
+        raise ValueError(f"{spec.layout}-packed {spec.storage} {list(spec.sizes)}: the staging shader placed "
+                         f"{int((found[1:] >= 0).sum())} of {spec.numel} elements")
+    return found[1:].reshape(spec.sizes)
+
+
 def graph_input(graph: ComputeGraph, array: np.ndarray, storage: str, layout: str, label: str = "input") -> Tensor:
     """A graph input tensor written through the staging shaders."""
     array = np.asarray(array)

@@ -24,7 +24,8 @@ import numpy as np
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
-from vkdiff.device.graph.staging import graph_input
+from vkdiff.device.graph.staging import element_index, graph_input
+from vkdiff.device.graph.vtensor import Layout
 from vkdiff.device.ports import Port, registers, stale_files
 from vkdiff.device.resources import Storage, Tensor
 
@@ -113,8 +114,8 @@ def stale_ports(launcher: Launcher, tree: Path | None) -> list[str]:
     return stale_files(launcher.ports, tree)
 
 
-def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage, dtype: Any = None,
-           **options: Any) -> Launch:
+def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage, layout: Layout = "width",
+           dtype: Any = None, **options: Any) -> Launch:
     """Run ``op`` once on numpy arguments: a one-op graph, inputs in ``storage``, the output read back.
 
     Args:
@@ -122,6 +123,7 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         op (str): full op name.
         args (Mapping[str, Any]): the op's arguments by schema name (arrays, scalars, None).
         storage (str): storage of the inputs and the output (``buffer``, ``texture3d``).
+        layout (str): memory layout of the inputs and the output (``width``, ``height``, ``channels``).
         dtype: the output's dtype where the arguments do not decide it (an embedding's table
             may be float16 while the graph computes in float32); None lets the op decide.
         **options: launcher options (e.g. ``weight_storage``) passed to its op function; ``impl`` (a C++
@@ -143,14 +145,14 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         elif name in launcher.constants:
             values[name] = TensorRef(id=name, data=value)
         else:
-            values[name] = graph_input(graph, value, launcher.placements.get(name, storage), "width", label=name)
+            values[name] = graph_input(graph, value, launcher.placements.get(name, storage), layout, label=name)
     spec = launcher.output(args, dtype)
     outs = tuple(graph.add_tensor(shape, np.dtype(out_dtype).name, launcher.placements.get(f"out{i}", storage),
-                                  "width", label=f"output{i}")
+                                  layout, label=f"output{i}")
                  for i, (shape, out_dtype) in enumerate(spec if isinstance(spec, list) else [spec]))
     out = outs if isinstance(spec, list) else outs[0]
     launcher.add_node(graph, values, out, **options)
-    return graph.launch(out)
+    return graph.launch(out, None if layout == "width" else tuple(element_index(graph, t) for t in outs))
 
 
 def _pick(op: str, tree: Path | None, impl: str | None) -> Launcher:

@@ -24,7 +24,8 @@ def _limits_values() -> list[str]:
 
 
 class KernelSpace:
-    """dtype, storage, launcher options, input flags, every named size, and the limits profile of a kernel case.
+    """dtype, storage, memory layout, launcher options, input flags, every named size, and the limits profile of a
+    kernel case.
 
     Args:
         case (KernelCase): the failing case.
@@ -37,7 +38,7 @@ class KernelSpace:
 
     @staticmethod
     def _of(case: KernelCase) -> Config:
-        config: Config = {"dtype": case.dtype, "storage": case.storage, **dict(case.options)}
+        config: Config = {"dtype": case.dtype, "storage": case.storage, "layout": case.layout, **dict(case.options)}
         config.update({f"{SHAPE}{k}": v for k, v in case.shape})
         config.update({f"{FLAG}{f}": True for f in case.flags})
         return config
@@ -57,8 +58,8 @@ class KernelSpace:
         shape = tuple((k, int(config[f"{SHAPE}{k}"])) for k, _ in self.case.shape)
         options = tuple((k, config[k]) for k, _ in self.case.options)
         flags = tuple(sorted(k[len(FLAG):] for k, v in config.items() if k.startswith(FLAG) and v))
-        return dataclasses.replace(self.case, dtype=config["dtype"], storage=config["storage"], shape=shape,
-                                   options=options, flags=flags)
+        return dataclasses.replace(self.case, dtype=config["dtype"], storage=config["storage"], layout=config["layout"],
+                                   shape=shape, options=options, flags=flags)
 
     def evaluate(self, config: Config) -> Status | None:
         limits = None if config[LIMITS] == NATIVE_LIMITS else config[LIMITS]
