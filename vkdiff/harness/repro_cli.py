@@ -29,7 +29,7 @@ def add_repro_parser(sub) -> None:
     repro.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
                        help="Limits profile (as for vkdiff run)")
     repro.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed (kernel cases)")
-    repro.add_argument("--amber", action="store_true", help="Also write case.amber (buffer-only traces)")
+    repro.add_argument("--amber", action="store_true", help="Also write case.amber (Amber script: buffers and images)")
     repro.add_argument("--from-artifacts", metavar="DIR", default=None,
                        help="Model cases: take the case from 'vkdiff run --save-artifacts DIR' (no torch needed)")
 
