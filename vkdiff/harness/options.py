@@ -115,3 +115,15 @@ def output_problem(path: str | os.PathLike, flag: str, *, folder: bool) -> str |
     if not os.access(anchor, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         return f"{flag} {path}: no permission to write there"
     return None
+
+
+def add_case_device_options(parser, *, profiles_help: str) -> None:
+    """``CASE --device --et-src --route --limits-profile --seed``: one case on one device (bisect, repro)."""
+    parser.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
+    parser.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
+    parser.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
+    parser.add_argument("--route", metavar="PROFILE", type=parse_route, default="native",
+                        help=f"Routing profile to run under ({profiles_help})")
+    parser.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
+                        help=f"Limits profile to run under ({profiles_help})")
+    parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")

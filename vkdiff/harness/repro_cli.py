@@ -11,24 +11,17 @@ from vkdiff.harness.repro import kernel_checks, kernel_manifest, record_case, wr
 
 
 def add_repro_parser(sub) -> None:
-    from vkdiff.harness.options import parse_limits_profile, parse_route
+    from vkdiff.harness.options import add_case_device_options
 
     repro = sub.add_parser("repro", help="Write a folder that reproduces a kernel case's or a node's verdict anywhere "
                                          "(numpy + wgpu, or Amber)")
-    repro.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
+    add_case_device_options(repro, profiles_help="as for vkdiff run")
     repro.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder to write (created)")
     repro.add_argument("--node", metavar="N", type=int, default=None,
                        help="Model cases: the node to cut out (default: the first bad node)")
     repro.add_argument("--step", metavar="K", type=int, default=None,
                        help="Generation cases: the call the node is cut from, 0 = prefill (default: the call the "
                             "verdict reports)")
-    repro.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
-    repro.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
-    repro.add_argument("--route", metavar="PROFILE", type=parse_route, default="native",
-                       help="Model cases: routing profile (as for vkdiff run)")
-    repro.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
-                       help="Limits profile (as for vkdiff run)")
-    repro.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed (kernel cases)")
     repro.add_argument("--amber", action="store_true", help="Also write case.amber (Amber script: buffers and images)")
     repro.add_argument("--from-artifacts", metavar="DIR", default=None,
                        help="Model cases: take the case from 'vkdiff run --save-artifacts DIR' (no torch needed)")

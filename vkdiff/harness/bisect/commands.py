@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from vkdiff.harness.options import parse_limits_profile, parse_route
+from vkdiff.harness.options import add_case_device_options
 from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
 
@@ -17,14 +17,7 @@ def add_bisect_parser(sub) -> None:
     knob = modes.add_parser("knob", help="The smallest set of knob values that turns PASS into the failure")
     device = modes.add_parser("device", help="Every adapter, routing and limits profile, grouped by result")
     for parser in (node, knob, device):
-        parser.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
-        parser.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
-        parser.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
-        parser.add_argument("--route", metavar="PROFILE", type=parse_route, default="native",
-                            help="Routing profile to run under (knob: where the sweep starts)")
-        parser.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
-                            help="Limits profile to run under (knob: where the sweep starts)")
-        parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
+        add_case_device_options(parser, profiles_help="knob: where the sweep starts")
     commit = modes.add_parser("commit", help="The first ExecuTorch commit at which the case's verdict becomes the "
                                              "--bad revision's")
     commit.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
