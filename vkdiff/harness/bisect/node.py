@@ -93,14 +93,14 @@ def bisect_node(case, ctx, *, route_name: str = "native", tree: Path | None = No
 def save_node(out_dir: Path, model, run, record: dict[str, Any], result: Result) -> list[Path]:
     """The node's arguments as the device saw them, its device and expected outputs, and what produced them."""
     from vkdiff.harness import interpret
+    from vkdiff.harness.device_models import device_values, node_expectation
 
     delegate = model.delegate
     node = next(n for n in run.nodes if n.index == record["index"])
-    env = {vid: np.asarray(v).astype(delegate.tensors[vid].dtype, copy=False) if vid in delegate.tensors else v
-           for vid, v in run.values.items()}
-    env.update({vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()})
-    args = interpret.arguments(delegate, node.call, env)
-    expected, _ = interpret.evaluate_node(delegate, node.call, dict(env))
+    device_env = device_values(delegate, run)
+    _, expected, _ = node_expectation(delegate, node, device_env)
+    before = {vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()}
+    args = interpret.arguments(delegate, node.call, {**device_env, **before})
     arrays = {f"arg.{k}": np.asarray(v) for k, v in args.items() if isinstance(v, np.ndarray)}
     arrays.update({f"device.{i}": np.asarray(run.values[vid]) for i, vid in enumerate(node.call.outputs)
                    if vid in run.values})
