@@ -11,8 +11,8 @@ import tempfile
 import time
 
 from vkdiff.cases.catalog import all_model_cases
-from vkdiff.harness.edge import quiet_libraries
-from vkdiff.harness.lower import lower
+from vkdiff.lowering.edge import quiet_libraries
+from vkdiff.lowering.lower import lower
 
 
 def main() -> None:

@@ -74,10 +74,10 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.device.routing import route_for
-    from vkdiff.harness.datamodel import Result, versions
+    from vkdiff.datamodel import Result, versions
     from vkdiff.harness.device_models import judge
     from vkdiff.harness.kernels import status_of_exception
-    from vkdiff.harness.store import ResultStore
+    from vkdiff.store import ResultStore
 
     store = ResultStore(results) if results else None
     print(f"{'case':44s} {'device':14s} {'status':14s} {'nodes':>5s} {'cold s':>7s} {'warm ms':>8s} "

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vkdiff.harness.store import Result  # noqa: E402
+from vkdiff.store import Result  # noqa: E402
 
 HIST_EDGES = [float(e) for e in range(-8, 5)]
 VARIANTS = ("fp32-buffer", "fp32-texture3d", "fp16-buffer", "fp16-texture3d")

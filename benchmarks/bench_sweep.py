@@ -37,7 +37,7 @@ from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.trees import resolve_et_src
 from vkdiff.harness import kernels
-from vkdiff.harness.datamodel import CACHE_ENV
+from vkdiff.datamodel import CACHE_ENV
 
 FIRST_VERDICT_CASE = r"^linear_q4gsw\[M13-K256-N40-g32-fp32-buffer\]$"
 
@@ -114,7 +114,7 @@ def first_verdict(et_src: str, device: str) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(4):
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "vkdiff.harness.cli", "run", "--suite", "kernels", "--cases",
+            subprocess.run([sys.executable, "-m", "vkdiff.entry.cli", "run", "--suite", "kernels", "--cases",
                             FIRST_VERDICT_CASE, "--device", device, "--et-src", et_src, "--results",
                             os.path.join(tmp, f"r{i}.jsonl")], check=True, capture_output=True)
             times.append(time.perf_counter() - start)

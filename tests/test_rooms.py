@@ -18,20 +18,30 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vkdiff"
 
-DATAMODEL = "vkdiff.harness.datamodel"
-STORE = "vkdiff.harness.store"
-
 ALLOWED: dict[str, frozenset[str]] = {
-    "cases": frozenset({"cases", "datamodel"}),
-    "reference": frozenset({"reference"}),
-    "fusions": frozenset({"fusions", "reference", "datamodel"}),
-    "device": frozenset({"device", "datamodel"}),
-    "harness": frozenset({"cases", "reference", "fusions", "device", "harness", "datamodel", "store", "reports"}),
     "datamodel": frozenset({"datamodel"}),
+    "capture": frozenset({"capture"}),
     "store": frozenset({"datamodel", "store"}),
+    "reference": frozenset({"reference"}),
+    "cases": frozenset({"cases", "datamodel"}),
+    "fusions": frozenset({"fusions", "reference", "datamodel"}),
+    "device": frozenset({"device", "datamodel", "capture"}),
     "reports": frozenset({"reports", "datamodel", "store"}),
+    "program": frozenset({"program", "datamodel"}),
+    "lowering": frozenset({"lowering", "program", "cases", "datamodel", "capture"}),
+    "executors": frozenset({"executors", "program", "device", "reference", "datamodel", "capture"}),
+    "verdicts": frozenset({"verdicts", "executors", "program", "fusions", "reference", "datamodel"}),
+    "harness": frozenset({"harness", "verdicts", "executors", "lowering", "program", "cases", "reference", "fusions",
+                          "device", "datamodel", "store", "reports", "capture"}),
+    "repro": frozenset({"repro", "harness", "verdicts", "executors", "lowering", "program", "cases", "reference",
+                        "device", "datamodel", "store", "capture"}),
+    "bisect": frozenset({"bisect", "repro", "harness", "verdicts", "executors", "lowering", "program", "cases",
+                         "reference", "device", "datamodel", "store", "capture"}),
+    "entry": frozenset({"entry", "bisect", "repro", "harness", "verdicts", "executors", "lowering", "program", "cases",
+                        "reference", "fusions", "device", "datamodel", "store", "reports", "capture"}),
 }
-"""Room → rooms it may import (``datamodel`` and ``store`` are the leaf parts of ``harness`` others may use)."""
+"""Room → rooms it may import, from the leaves (``datamodel``, ``capture``) up to the entry points (CLI, plugin,
+API). A room never imports one above it."""
 
 
 def module_name(path: Path) -> str:
@@ -43,10 +53,6 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def room(module: str) -> str:
-    if module == DATAMODEL or module.startswith(DATAMODEL + "."):
-        return "datamodel"
-    if module == STORE:
-        return "store"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "vkdiff"
 
@@ -149,7 +155,7 @@ def test_importing_reference_never_loads_torch():
 
 def test_the_checks_see_real_imports():
     """The parser finds what a module imports, lazy ones included (so the tests above can fail)."""
-    cli = {t for t, _, _ in imports("vkdiff.harness.cli")}
+    cli = {t for t, _, _ in imports("vkdiff.entry.cli")}
     assert {"vkdiff.harness.runner", "vkdiff.cases.catalog", "vkdiff.device.trees"} <= cli
-    assert room("vkdiff.harness.datamodel.result") == "datamodel" and room("vkdiff.device.launchers.registry") == "device"
-    assert "vkdiff.harness.datamodel.status" in vkdiff_edges()["vkdiff.harness.datamodel.result"]
+    assert room("vkdiff.datamodel.result") == "datamodel" and room("vkdiff.device.launchers.registry") == "device"
+    assert "vkdiff.datamodel.status" in vkdiff_edges()["vkdiff.datamodel.result"]

@@ -10,7 +10,7 @@ from vkdiff.device import limits
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.launchers import run_op
 from vkdiff.harness.kernels import status_of_exception
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 
 def test_a_profile_only_lowers_limits():

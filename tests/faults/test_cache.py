@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
-from vkdiff.harness import cli
-from vkdiff.harness.datamodel import REPAIRED_FLAG, cache
-from vkdiff.harness.store import load
+from vkdiff.entry import cli
+from vkdiff.datamodel import REPAIRED_FLAG, cache
+from vkdiff.store import load
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
 

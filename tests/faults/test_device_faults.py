@@ -12,7 +12,7 @@ from tests.testutils import first_adapter, requires_glslc, requires_vulkan
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.trees import TreeChoice
-from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
+from vkdiff.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
 from vkdiff.harness.kernels import run_case
 from vkdiff.harness.runner import Runner
 

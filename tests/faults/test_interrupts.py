@@ -27,7 +27,7 @@ def test_the_selection_is_forty_kernel_cases():
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_mid_run_keeps_results_and_summarises(tmp_path, signum, code):
     results = tmp_path / "r.jsonl"
-    run = subprocess.Popen([sys.executable, "-m", "vkdiff.harness.cli", "run", "--suite", "kernels", "--cases", FORTY,
+    run = subprocess.Popen([sys.executable, "-m", "vkdiff.entry.cli", "run", "--suite", "kernels", "--cases", FORTY,
                             "--et-src", str(pinned_tarball("main")), "--results", str(results)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**os.environ, "COLUMNS": "200"})

@@ -8,8 +8,9 @@ from tests.testutils import compile_glsl, pinned_tarball, requires_pinned_tree, 
 from vkdiff.device import adapters
 from vkdiff.device.boundary import ShaderLoadError, ShaderUnsupportedError, missing_capability
 from vkdiff.device.dispatch import PipelineCache
-from vkdiff.harness import cli, kernels
-from vkdiff.harness.store import load
+from vkdiff.harness import kernels
+from vkdiff.entry import cli
+from vkdiff.store import load
 
 
 @pytest.mark.parametrize("message, capability", [

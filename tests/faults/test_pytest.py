@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
-from vkdiff.harness import pytest_args
+from vkdiff.entry import pytest_args
 
 pytest_plugins = ["pytester"]
 
@@ -85,9 +85,9 @@ def test_two_words_in_process_is_one_usage_line(pytester, tmp_path):
 
 def test_loading_the_plugin_twice_is_harmless(pytester, monkeypatch):
     monkeypatch.setenv("VKDIFF_ET_SRC", "none")
-    result = pytester.runpytest_subprocess("-p", "vkdiff.harness.plugin", "--vkdiff", "--vkdiff-suite", "kernels",
+    result = pytester.runpytest_subprocess("-p", "vkdiff.entry.plugin", "--vkdiff", "--vkdiff-suite", "kernels",
                                            "--vkdiff-cases", KERNELS)
     assert result.ret == pytest.ExitCode.OK, result.stderr.str()
     assert result.stdout.str().count("results in ") == 1
-    helped = pytester.runpytest_subprocess("-p", "vkdiff.harness.plugin", "--help")
+    helped = pytester.runpytest_subprocess("-p", "vkdiff.entry.plugin", "--help")
     assert helped.stdout.str().count("--et-src=PATH") == 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from vkdiff.harness import cli
-from vkdiff.harness.datamodel import Result
-from vkdiff.harness.store import ResultStore, load, read
+from vkdiff.entry import cli
+from vkdiff.datamodel import Result
+from vkdiff.store import ResultStore, load, read
 
 
 def _result(case: str = "op[c]") -> Result:

@@ -9,8 +9,8 @@ from vkdiff.cases.models import Linear, TiedLMHead, random_activations, random_t
 
 
 def _lowered(case: ModelCase):
-    from vkdiff.harness.edge import quiet_libraries
-    from vkdiff.harness.lower import lower
+    from vkdiff.lowering.edge import quiet_libraries
+    from vkdiff.lowering.lower import lower
 
     with quiet_libraries():
         return lower(case)

@@ -10,7 +10,7 @@ import pytest
 
 from vkdiff.fusions import cat_qparams
 from vkdiff.fusions.registry import RULES, FusionContext
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 PATCH = {"scale": 0.0154, "zero_point": 23, "quant_min": -128, "quant_max": 127, "dtype": "int8"}
 """Conv output (patch tokens): the annotated activation qparams."""

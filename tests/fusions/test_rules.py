@@ -8,8 +8,8 @@ import numpy as np
 
 from vkdiff import fusions, reference
 from vkdiff.fusions import FusionContext
-from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import Delegate, Status, Tolerance, VkOp, VkTensorInfo
+from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.datamodel import Delegate, Status, Tolerance, VkOp, VkTensorInfo
 
 
 def context(case, lowered, **overrides) -> FusionContext:

@@ -11,7 +11,7 @@ from tests.harness.tampering import add_half_at_3, nudge
 from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
 from vkdiff.device.graph import delegate as delegate_runtime
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 from vkdiff.harness.device_models import PORT_STALE_FLAG, check_on_device
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
@@ -96,7 +96,7 @@ def test_an_op_without_launcher_is_not_run_naming_it(et_ctx, et_tree, monkeypatc
 
 def test_inputs_and_outputs_are_probed_in_their_declared_dims(et_ctx, et_tree):
     from vkdiff.device.routing import route_for
-    from vkdiff.harness.lower import lower
+    from vkdiff.lowering.lower import lower
 
     lowered = lower(case("embedding[emb4w-vulkan]"))
     (d,) = lowered.delegates

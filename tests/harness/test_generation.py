@@ -10,7 +10,7 @@ import pytest
 from tests.testutils import requires_pinned_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
 from vkdiff.device.launchers import sdpa
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 from vkdiff.harness.device_models import check_on_device
 
 pytestmark = [requires_pinned_tree, requires_vulkan]

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tests.reports.helpers import result
-from vkdiff.harness.datamodel import Result
+from vkdiff.datamodel import Result
 from vkdiff.reports.model import Expectation, Merged, Row, clip, fmt_num, natural_key
 
 def test_rows_are_placed_by_structured_fields():

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.reports.helpers import parse_html, result, write_jsonl
-from vkdiff.harness.datamodel import Result
+from vkdiff.datamodel import Result
 from vkdiff.reports import ReportIndex, render_reports, render_results
 from vkdiff.reports import render as render_module
 from vkdiff.reports.model import COLUMNS, CROSS_COLUMNS, REPORT_COLUMNS, TABLE_COLUMNS, CARD_COLUMNS, anchor

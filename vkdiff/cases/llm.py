@@ -18,7 +18,7 @@ bf16       8da4w           32          —            as 8da4w; checkpoint bfloa
 
 The eager model (``build``) is the same ``Transformer`` with the same checkpoint and
 the same ``ModelArgs`` as ``export_llama`` builds, wrapped to take ``(tokens, input_pos)``
-positionally; its recipe (``llm-<variant>``, see ``vkdiff.harness.llm_export.LLM_RECIPES``)
+positionally; its recipe (``llm-<variant>``, see ``vkdiff.lowering.llm_export.LLM_RECIPES``)
 applies export_llama's own source transforms (quantization, custom SDPA, custom KV cache,
 dtype cast).
 """
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from vkdiff.cases.model_case import EMBEDDING_Q4GSW, LINEAR_DQ8CA_Q4GSW, LINEAR_Q4GSW, ModelCase
-from vkdiff.harness.datamodel import cache_dir, cached_folder
+from vkdiff.datamodel import cache_dir, cached_folder
 
 PIPELINE = "export_llama"
 NAME = "tiny_llama"

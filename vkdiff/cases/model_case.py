@@ -29,9 +29,9 @@ class ModelCase:
     inputs: Callable[[torch.Generator], tuple]
     """Example inputs from a seeded generator."""
     recipe: str
-    """Quantization recipe (see ``vkdiff.harness.lower.RECIPES``)."""
+    """Quantization recipe (see ``vkdiff.lowering.lower.RECIPES``)."""
     partitioner: str = "vulkan"
-    """Partitioner (see ``vkdiff.harness.lower.PARTITIONERS``)."""
+    """Partitioner (see ``vkdiff.lowering.lower.PARTITIONERS``)."""
     expect_ops: tuple[str, ...] = ()
     """Fused ops the delegate must contain (e.g. ``et_vk.linear_q4gsw``)."""
     rules: tuple[str, ...] = ()
@@ -40,7 +40,7 @@ class ModelCase:
     """Regex over a lowering error that counts as a clear, intended refusal (e.g. asymmetric weights)."""
     pipeline: str = "export"
     """``export`` (quantize → torch.export → to_edge_transform_and_lower) or ``export_llama`` (ExecuTorch's LLM
-    export pipeline, see ``vkdiff.harness.llm_export``)."""
+    export pipeline, see ``vkdiff.lowering.llm_export``)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Pipeline-specific options as sorted (name, value) pairs (part of the case identity)."""
     decode: Callable[[tuple, int], tuple] | None = None

@@ -30,7 +30,7 @@ from torch import nn
 from vkdiff.cases.model_case import ModelCase
 
 RECIPE = "pt2e-xnnpack"
-"""Recipe name of :func:`vkdiff.harness.pt2e.quantize_pt2e_xnnpack` in ``vkdiff.harness.lower.RECIPES``."""
+"""Recipe name of :func:`vkdiff.lowering.pt2e.quantize_pt2e_xnnpack` in ``vkdiff.lowering.lower.RECIPES``."""
 
 
 class Attention(nn.Module):

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any, Sequence
 
-from vkdiff.device.boundary import quiet_stderr
+from vkdiff.capture import quiet_stderr
 
 WANTED_FEATURES = (
     "immediates",

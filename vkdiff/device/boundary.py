@@ -7,13 +7,9 @@ error, and logs what it cannot attribute. ``gpu_call`` turns both into a
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import re
-import sys
-import tempfile
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -98,28 +94,6 @@ DEVICE_LOST = re.compile(r"device is lost|device lost|DeviceLost|VK_ERROR_DEVICE
 def is_device_lost(exc: BaseException) -> bool:
     """Whether ``exc`` (typed or a raw wgpu error) says the device was lost."""
     return isinstance(exc, DeviceLostError) or bool(DEVICE_LOST.search(str(exc)))
-
-
-@contextlib.contextmanager
-def quiet_stderr() -> Iterator[list[str]]:
-    """Collect what native code writes on file descriptor 2 (Mesa's XDG_RUNTIME_DIR noise).
-
-    Yields a list that receives the captured lines that are not known noise.
-    """
-    captured: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield captured
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            text = sink.read().decode(errors="replace")
-            captured += [ln for ln in text.splitlines() if ln.strip() and "XDG_RUNTIME_DIR" not in ln]
 
 
 class _LogCatcher(logging.Handler):

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from vkdiff.device.trees import GLSL_SUBDIR
-from vkdiff.harness.datamodel import (CACHE_ENV, CacheCorruptError, cache_dir, cached_folder, read_entry,
+from vkdiff.datamodel import (CACHE_ENV, CacheCorruptError, cache_dir, cached_folder, read_entry,
                                       record_repair, write_entry)
 
 BASE_FLAGS = ("-fshader-stage=compute", "-Werror")

@@ -30,7 +30,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from vkdiff.harness.datamodel import REPAIRS, cache_dir, cached_folder
+from vkdiff.datamodel import REPAIRS, cache_dir, cached_folder
 
 GLSL_SUBDIR = Path("backends/vulkan/runtime/graph/ops/glsl")
 ET_SRC_ENV = "VKDIFF_ET_SRC"

@@ -1,4 +1,4 @@
-"""Progress beacon of device work run in a child process (``vkdiff.harness.isolate``).
+"""Progress beacon of device work run in a child process (``vkdiff.executors.isolate``).
 
 A hung dispatch blocks the child inside a native wgpu call, so it cannot say anything
 then; it says where it is *before* each blocking call instead. Around every call that

@@ -10,7 +10,7 @@ bf16), and the fused program computes the eager model (``numerics``).
 from __future__ import annotations
 
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 RULE = "bf16_export"
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from vkdiff.fusions.registry import Finding, FusionContext, fail, ok, register_rule
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 RULE = "cat_qparams"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from vkdiff.harness.datamodel import Delegate, Status
+from vkdiff.datamodel import Delegate, Status
 
 
 @dataclasses.dataclass(kw_only=True)

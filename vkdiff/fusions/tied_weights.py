@@ -14,7 +14,7 @@ import numpy as np
 
 from vkdiff import reference
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.datamodel import Delegate, VkOp, content_hash
+from vkdiff.datamodel import Delegate, VkOp, content_hash
 
 RULE = "tied_weight_dedup"
 

@@ -9,7 +9,7 @@ for each consumer separately, also when one scales tensor feeds several consumer
 from __future__ import annotations
 
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.datamodel import Delegate, VkOp
+from vkdiff.datamodel import Delegate, VkOp
 
 RULE = "transposed_scales"
 

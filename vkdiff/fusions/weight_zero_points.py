@@ -10,7 +10,7 @@ points disappeared silently: ``FAIL_CHECK``.
 from __future__ import annotations
 
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 RULE = "weight_zero_points"
 NO_ZP_OPS = ("et_vk.linear_q4gsw", "et_vk.embedding_q4gsw")

@@ -12,7 +12,7 @@ a ``DTYPE_MISMATCH``.
 from __future__ import annotations
 
 from vkdiff.fusions.registry import FusionContext, Finding, fail, ok, register_rule
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 RULE = "zero_point_dtype"
 CONSUMER = "et_vk.linear_dq8ca_q4gsw"

@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from vkdiff.harness.datamodel import CacheCorruptError, read_entry, versions, write_entry
-from vkdiff.harness.datamodel.cache import write_atomic
+from vkdiff.datamodel import CacheCorruptError, read_entry, versions, write_entry
+from vkdiff.datamodel.cache import write_atomic
 
 MANIFEST = "artifacts.json"
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, Delegate, Result, Status, Tolerance, clip, versions
+from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.datamodel import DEVICE_LOST_FLAG, Delegate, Result, Status, Tolerance, clip, versions
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
@@ -99,7 +99,7 @@ def device_values(delegate, run) -> dict[int, Any]:
 def node_expectation(delegate, node, device_env: dict[int, Any]) -> tuple[dict[int, Any], tuple[np.ndarray, ...], Any]:
     """(env, expected outputs, magnitude) of the reference op on the node's device inputs; ``env`` holds each
     mutated state as the reference leaves it."""
-    from vkdiff.harness import interpret
+    from vkdiff.executors import interpret
 
     env = dict(device_env)
     env.update({vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()})
@@ -294,9 +294,9 @@ class ModelInputs:
 def prepare_model(case: ModelCase) -> ModelInputs | tuple[Status, str]:
     """Lower (cached) and evaluate eager once; a (status, reason) when the case cannot run on a device."""
     from vkdiff.device.graph.delegate import missing_launchers
-    from vkdiff.harness import interpret
-    from vkdiff.harness.edge import LowerError, quiet_libraries
-    from vkdiff.harness.lower import lower
+    from vkdiff.executors import interpret
+    from vkdiff.lowering.edge import LowerError, quiet_libraries
+    from vkdiff.lowering.lower import lower
     from vkdiff.harness.models import model_tolerance
 
     try:
@@ -350,7 +350,7 @@ def judge(model: ModelInputs, ctx, route, tree=None, tamper=None, keep: list | N
     """Build the delegate on ``ctx``, execute every call, judge every node and output (raises device errors,
     with ``stale``); each call's ``DelegateRun`` is appended to ``keep`` when given."""
     from vkdiff.device.graph.delegate import DelegateGraph, stale_for
-    from vkdiff.harness import interpret
+    from vkdiff.executors import interpret
 
     delegate, tolerance = model.delegate, model.tolerance
     state: dict[int, np.ndarray] = {}

@@ -30,8 +30,8 @@ from vkdiff.device.graph import Launch
 from vkdiff.device.launchers import run_op
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.device.spirv import SpirvOptMissingError
-from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, clip, versions
+from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, clip, versions
 
 PREPARE_BLAS_THREADS = 1
 """BLAS threads for preparing references: float64 matmuls of kernel cases are small, and an

@@ -12,12 +12,12 @@ import numpy as np
 from vkdiff import fusions
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.fusions import Finding, FusionContext
-from vkdiff.harness import interpret
-from vkdiff.harness.compare import ErrorStatistics
-from vkdiff.harness.datamodel import HOST, Result, Status, Tolerance, clip, versions
-from vkdiff.harness.edge import LowerError, LoweredCase, quiet_libraries
-from vkdiff.harness.lower import lower
-from vkdiff.harness.recipes import RECIPES
+from vkdiff.executors import interpret
+from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.datamodel import HOST, Result, Status, Tolerance, clip, versions
+from vkdiff.lowering.edge import LowerError, LoweredCase, quiet_libraries
+from vkdiff.lowering.lower import lower
+from vkdiff.lowering.recipes import RECIPES
 
 
 def eager(case: ModelCase) -> tuple[Any, tuple, list[list[str]]]:
@@ -122,7 +122,7 @@ def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: 
 
     Returns the finding and the runtime error text (None when the program loaded and ran).
     """
-    from vkdiff.harness.cpu_runtime import RuntimeInitError, run_pte
+    from vkdiff.executors.cpu_runtime import RuntimeInitError, run_pte
 
     target = lowered if case.partitioner == "xnnpack" else None
     try:
@@ -150,7 +150,7 @@ def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: 
 
 def _pt2e_tolerance(model) -> Tolerance:
     """PT2E outputs are int8-quantized: a few output quantization steps of slack."""
-    from vkdiff.harness.pt2e import output_qparams
+    from vkdiff.lowering.pt2e import output_qparams
 
     scales = [q["scale"] for q in output_qparams(model) if q]
     return Tolerance.quantized(max(scales), steps=3) if scales else Tolerance(atol=1e-2, rtol=1e-2)
@@ -190,7 +190,7 @@ def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[st
 
 
 def _qparam_flow(model) -> list[dict[str, Any]]:
-    from vkdiff.harness.pt2e import qparam_flow
+    from vkdiff.lowering.pt2e import qparam_flow
 
     return qparam_flow(model)
 

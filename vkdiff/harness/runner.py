@@ -20,15 +20,15 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
 from vkdiff.harness.artifacts import Artifact
-from vkdiff.harness.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result,
+from vkdiff.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result,
                                       Status, bucket_of)
-from vkdiff.harness.expectations import annotate
+from vkdiff.verdicts.expectations import annotate
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
-    from vkdiff.harness.isolate import DeviceWorker
+    from vkdiff.executors.isolate import DeviceWorker
     from vkdiff.harness.kernels import Prepared
 
 NO_DEVICE = "none"
@@ -86,7 +86,7 @@ class Runner:
             (the log's length before the tree was chosen); None: from now on.
         route (str): routing profile of device runs (``vkdiff.device.routing``).
         limits_profile (str | None): mobile limits every device is created with (``vkdiff.device.limits``).
-        timeout (float | None): run device work in a child process per device (``vkdiff.harness.isolate``); a
+        timeout (float | None): run device work in a child process per device (``vkdiff.executors.isolate``); a
             wait on the device longer than this many seconds ends the case ``ERROR`` (hang). None: in-process.
         setup (Callable | None): module-level function device workers call first (extra ops of a test).
     """
@@ -194,7 +194,7 @@ class Runner:
     def _isolated(self, device: str, fault_result: Callable[..., Result], fn: Callable[..., Result],
                   **kwargs: Any) -> Result:
         """``fn(ctx, **kwargs)`` in the device's worker; a hang or a dead worker becomes ``fault_result``."""
-        from vkdiff.harness.isolate import DeviceWorker, WorkerSpec
+        from vkdiff.executors.isolate import DeviceWorker, WorkerSpec
 
         if device not in self._workers:
             spec = WorkerSpec(slug=device, tree=str(self.tree.path), limits_profile=self.limits_profile,

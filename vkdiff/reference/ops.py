@@ -2,7 +2,7 @@
 
 The one table the reference interpreter walks a delegate with and the kernel runner
 computes expected outputs with. Arguments arrive as the schema names them
-(``vkdiff.harness.datamodel.schemas``): tensors as numpy arrays, scalars and lists as
+(``vkdiff.datamodel.schemas``): tensors as numpy arrays, scalars and lists as
 Python values, absent optionals as None, dtypes as numpy dtype names. A tuple return
 is a tuple of arrays.
 

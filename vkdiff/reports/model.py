@@ -17,8 +17,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from vkdiff.harness.datamodel import Result, Status, bucket_of, clip, merge
-from vkdiff.harness.store import INCOMPLETE_FLAG, LineProblem, read
+from vkdiff.datamodel import Result, Status, bucket_of, clip, merge
+from vkdiff.store import INCOMPLETE_FLAG, LineProblem, read
 
 Category = Literal["pass", "skip", "fail"]
 """How a status counts: success, says nothing about correctness, or a failure (unknown names are failures)."""

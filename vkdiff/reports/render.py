@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 import jinja2
 
-from vkdiff.harness.datamodel import Result, clip, parse_time
+from vkdiff.datamodel import Result, clip, parse_time
 from vkdiff.reports import plots
 from vkdiff.reports.model import (
     CARD_COLUMNS,

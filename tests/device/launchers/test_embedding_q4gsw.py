@@ -15,7 +15,7 @@ from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.embedding_q4gsw import embedding_q4gsw, embedding_q4gsw_impl
 from vkdiff.device.launchers.linear_q4gsw import quantized_linear_impl
 from vkdiff.harness import kernels
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
 

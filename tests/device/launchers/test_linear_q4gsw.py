@@ -16,7 +16,7 @@ from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
 from vkdiff.device.launchers.linear_q4gsw import OP, linear_q4gsw, quantized_linear_impl
 from vkdiff.harness import kernels
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
 

@@ -15,8 +15,9 @@ from vkdiff.device.launchers import run_op
 from vkdiff.device.launchers.rms_norm import rms_norm
 from vkdiff.device.launchers.rotary_emb import apply_rotary_emb, apply_rotary_emb_hf
 from vkdiff.device.layouts import unwritten_mask
-from vkdiff.harness import expectations, kernels
-from vkdiff.harness.datamodel import Status
+from vkdiff.harness import kernels
+from vkdiff.verdicts import expectations
+from vkdiff.datamodel import Status
 from vkdiff.reference import llm
 
 pytestmark = [requires_pinned_tree, requires_vulkan]

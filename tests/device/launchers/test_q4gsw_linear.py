@@ -11,7 +11,7 @@ from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.q4gsw_linear import pick_coop_variant_for_n, q4gsw_linear
 from vkdiff.harness import kernels
-from vkdiff.harness.datamodel import Status
+from vkdiff.datamodel import Status
 
 pytestmark = [requires_pinned_tree, requires_vulkan]
 

@@ -24,8 +24,8 @@ from vkdiff.device.launchers.sdpa import attn_weight_full_sizes, sdpa_with_kv_ca
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for
-from vkdiff.harness.compare import assert_within
-from vkdiff.harness.datamodel import Tolerance
+from vkdiff.verdicts.compare import assert_within
+from vkdiff.datamodel import Tolerance
 from vkdiff.reference.llm import sdpa_with_kv_cache as reference_sdpa
 
 pytestmark = [requires_pinned_tree, requires_vulkan]

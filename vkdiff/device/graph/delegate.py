@@ -37,7 +37,7 @@ from vkdiff.device.launchers.registry import LAUNCHERS, Launcher, launcher_for, 
 from vkdiff.device.ports import stale_files
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import Route
-from vkdiff.harness.datamodel import DTYPE_FROM_OUTPUT, Call, Delegate
+from vkdiff.datamodel import DTYPE_FROM_OUTPUT, Call, Delegate
 
 
 class MissingLaunchersError(LookupError):

@@ -29,7 +29,7 @@ be width packed with the standard axis map.
 * global ``(div_up_4(D), Hq, S)`` (``rotary_embedding_hf_global_wg_size``).
 
 Not ported: ``et_vk.apply_rotary_emb_interleaved`` (registered in the same file; it has no
-schema in ``vkdiff.harness.datamodel.schemas``).
+schema in ``vkdiff.datamodel.schemas``).
 """
 
 from __future__ import annotations

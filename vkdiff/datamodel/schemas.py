@@ -1,0 +1,232 @@
+"""Operator schemas: argument names and order of every op vkdiff touches, so nobody indexes arguments.
+
+The texts are the schemas the operators register with torch, written as
+``str(torch.ops.<ns>.<op>.<overload>._schema)`` prints them: ExecuTorch's
+``backends/vulkan/custom_ops_lib.py`` (``et_vk``), torchao's quantization primitives
+(``torchao``), ExecuTorch's LLM custom ops (``llama``) and ATen. ``tests/datamodel/
+test_schemas.py`` checks every text against the registered schema of the installed
+packages, so a signature change upstream fails a test instead of shifting arguments.
+
+How ET-VK serializes a call (``VkGraphBuilder.process_call_function_node``): one value
+per schema argument in schema order (keyword-only ones too; an omitted argument gets
+its default), then one output value (a ``ValueList`` for a tuple return). Dtype,
+layout, device and memory-format arguments are serialized as ``Null``;
+``DTYPE_FROM_OUTPUT`` says which of them can be read back from the outputs' dtypes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Sequence
+
+SCHEMA_TEXTS: tuple[str, ...] = (
+    # et_vk: ExecuTorch's Vulkan custom ops
+    "et_vk::linear_q4gsw(Tensor self, Tensor weights, Tensor weight_scales, int group_size, "
+    "Tensor? bias=None) -> Tensor",
+    "et_vk::linear_dq8ca_q4gsw(Tensor input, Tensor input_scales, Tensor input_zp, Tensor weights, "
+    "Tensor weight_sums, Tensor weight_scales, int group_size, Tensor? bias=None) -> Tensor",
+    "et_vk::embedding_q4gsw(Tensor weight, Tensor weight_scales, int group_size, Tensor indices, "
+    "bool is_linear_weight=False) -> Tensor",
+    "et_vk::select_as_symint(Tensor x, int dim, int index) -> SymInt",
+    "et_vk::rms_norm(Tensor x, Tensor weight, float eps) -> Tensor",
+    "et_vk::apply_rotary_emb(Tensor xq, Tensor xk, Tensor freqs_cos, Tensor freqs_sin) -> (Tensor, Tensor)",
+    "et_vk::apply_rotary_emb_hf(Tensor xq, Tensor xk, Tensor freqs_cos, Tensor freqs_sin, SymInt start_pos) -> "
+    "(Tensor, Tensor)",
+    "et_vk::sdpa(Tensor q, Tensor k, Tensor v, Tensor? attn_mask=None, float? scale=None) -> Tensor",
+    "et_vk::prepack(Tensor x) -> Tensor",
+    # torchao: affine quantization primitives
+    "torchao::choose_qparams_affine(Tensor? input, str mapping_type, SymInt[] block_size, ScalarType target_dtype, "
+    "Scalar? quant_min=None, Scalar? quant_max=None, float? eps=None, ScalarType? scale_dtype=None, "
+    "ScalarType? zero_point_dtype=None, bool keepdim=False) -> (Tensor, Tensor)",
+    "torchao::quantize_affine(Tensor input, SymInt[] block_size, Tensor scale, Tensor? zero_point, "
+    "ScalarType output_dtype, Scalar? quant_min=None, Scalar? quant_max=None) -> Tensor",
+    "torchao::dequantize_affine(Tensor input, SymInt[] block_size, Tensor scale, Tensor? zero_point, "
+    "ScalarType input_dtype, Scalar? quant_min=None, Scalar? quant_max=None, ScalarType output_dtype=6) -> Tensor",
+    # llama: ExecuTorch's LLM custom ops (export_llama with use_sdpa_with_kv_cache)
+    "llama::sdpa_with_kv_cache(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache, "
+    "Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None, float drpout_p=0., "
+    "bool is_causal=False, float? scale=None) -> Tensor",
+    "llama::update_cache(Tensor value, Tensor(a!) cache, SymInt start_pos) -> Tensor",
+    "llama::custom_sdpa(Tensor query, Tensor key, Tensor value, SymInt start_pos, "
+    "Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None) -> Tensor",
+    # aten: the glue between fused ops
+    "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+    "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+    "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten::div.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten::sigmoid(Tensor self) -> Tensor",
+    "aten::silu(Tensor self) -> Tensor",
+    "aten::view_copy(Tensor self, SymInt[] size) -> Tensor",
+    "aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
+    "aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor",
+    "aten::unsqueeze_copy(Tensor self, int dim) -> Tensor",
+    "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::permute_copy(Tensor self, int[] dims) -> Tensor",
+    "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, "
+    "bool sparse=False) -> Tensor",
+    "aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor",
+    "aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor",
+    "aten::cat(Tensor[] tensors, int dim=0) -> Tensor",
+    "aten::sym_size.int(Tensor self, int dim) -> SymInt",
+    "aten::mm(Tensor self, Tensor mat2) -> Tensor",
+    "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+)
+"""Every schema vkdiff binds, as torch prints it."""
+
+PYTHON_OPERATOR_TEXTS: tuple[str, ...] = (
+    "_operator::add(SymInt a, SymInt b) -> SymInt",
+    "_operator::sub(SymInt a, SymInt b) -> SymInt",
+    "_operator::mul(SymInt a, SymInt b) -> SymInt",
+    "_operator::floordiv(SymInt a, SymInt b) -> SymInt",
+)
+"""Python's ``operator`` functions on SymInts, which ET-VK serializes by bare name (``add``) with the node's
+positional arguments; written by vkdiff in the same grammar (torch registers no schema for them)."""
+
+DTYPE_FROM_OUTPUT: dict[str, dict[str, int]] = {
+    "torchao.choose_qparams_affine.default": {"scale_dtype": 0, "zero_point_dtype": 1},
+    "aten._to_copy.default": {"dtype": 0},
+}
+"""Dtype arguments serialized as ``Null`` that equal the dtype of an output (argument → output index)."""
+
+
+class UnknownOpError(LookupError):
+    """An operator without a schema in ``OP_SCHEMAS`` (add its text to ``SCHEMA_TEXTS``)."""
+
+
+class SchemaError(ValueError):
+    """A schema text, or a call bound against it, does not fit the schema grammar."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Argument:
+    """One formal argument of an operator."""
+
+    name: str
+    """Argument name (``weight_scales``)."""
+    type: str
+    """Type as written (``Tensor?``, ``SymInt[]``, ``ScalarType``)."""
+    default: str | None = None
+    """Default as written (``None``, ``False``, ``-1``), or None when required."""
+    kwarg_only: bool = False
+    """Declared after ``*``."""
+
+    @property
+    def mutable(self) -> bool:
+        """The op writes this argument in place (``Tensor(a!)``)."""
+        return "!" in self.type
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class OpSchema:
+    """A parsed schema: full op name (``et_vk.linear_q4gsw.default``), arguments, returns."""
+
+    name: str
+    """``<namespace>.<op>.<overload>`` as ET-VK's graph names operator calls."""
+    arguments: tuple[Argument, ...]
+    """Formal arguments in order."""
+    returns: tuple[str, ...]
+    """Return types (several for a tuple return)."""
+    text: str
+    """The schema as torch prints it."""
+
+    @classmethod
+    def parse(cls, text: str) -> "OpSchema":
+        """Parse ``ns::op.overload(Type name=default, *, ...) -> Ret``.
+
+        Example::
+
+            >>> s = OpSchema.parse("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+            >>> s.name, [a.name for a in s.arguments], s.arguments[2].kwarg_only
+            ('aten.add.Tensor', ['self', 'other', 'alpha'], True)
+        """
+        match = re.fullmatch(r"\s*(\w+)::(\w+)(?:\.(\w+))?\((.*)\)\s*->\s*(.+?)\s*", text, flags=re.S)
+        if match is None:
+            raise SchemaError(f"not an operator schema: {text!r}")
+        namespace, op, overload, params, returns = match.groups()
+        arguments, kwarg_only = [], False
+        for part in _split_top_level(params):
+            if part == "*":
+                kwarg_only = True
+                continue
+            declaration, _, default = part.partition("=")
+            type_text, _, name = declaration.strip().rpartition(" ")
+            if not type_text or not name.isidentifier():
+                raise SchemaError(f"cannot read argument {part!r} of {text!r}")
+            arguments.append(Argument(name=name, type=type_text.strip(), default=default.strip() or None,
+                                      kwarg_only=kwarg_only))
+        returns = returns.strip()
+        outs = tuple(_split_top_level(returns[1:-1])) if returns.startswith("(") else (returns,)
+        return cls(name=f"{namespace}.{op}.{overload or 'default'}", arguments=tuple(arguments), returns=outs,
+                   text=text)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.arguments)
+
+    def argument(self, name: str) -> Argument:
+        for arg in self.arguments:
+            if arg.name == name:
+                return arg
+        raise SchemaError(f"{self.name} has no argument {name!r} (arguments: {', '.join(self.names)})")
+
+    def bind(self, value_ids: Sequence[int]) -> dict[str, int]:
+        """Serialized argument ids (outputs excluded) → ``{argument name: value id}``.
+
+        Raises:
+            SchemaError: the call carries a different number of arguments than the schema.
+        """
+        if len(value_ids) != len(self.arguments):
+            raise SchemaError(f"{self.name} takes {len(self.arguments)} arguments ({', '.join(self.names)}), "
+                              f"the call carries {len(value_ids)}")
+        return dict(zip(self.names, value_ids))
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets and parentheses (``int[2] size=[0, 1]`` stays one part)."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    tail = "".join(current).strip()
+    return parts + [tail] if tail else parts
+
+
+OP_SCHEMAS: dict[str, OpSchema] = {s.name: s for s in map(OpSchema.parse, SCHEMA_TEXTS + PYTHON_OPERATOR_TEXTS)}
+"""Parsed schemas by full op name."""
+
+def _aliases(full_names) -> dict[str, str]:
+    """Names ET-VK writes without a namespace: ``node.target.__name__`` of a custom op
+    (``sdpa_with_kv_cache.default``) or of ``aten.sym_size`` (``sym_size.int``), and Python operators (``add``)."""
+    aliases: dict[str, str] = {}
+    for full in full_names:
+        namespace, _, short = full.partition(".")
+        aliases.setdefault(short, full)
+        if namespace == "_operator":
+            aliases[short.rsplit(".", 1)[0]] = full
+    return aliases
+
+
+_ALIASES = _aliases(OP_SCHEMAS)
+
+
+def schema_of(op: str) -> OpSchema:
+    """The schema of ``op`` as ET-VK names the call (``et_vk.linear_q4gsw.default``, ``sdpa_with_kv_cache.default``).
+
+    Raises:
+        UnknownOpError: no schema is declared for it.
+    """
+    try:
+        return OP_SCHEMAS[op] if op in OP_SCHEMAS else OP_SCHEMAS[_ALIASES[op]]
+    except KeyError:
+        raise UnknownOpError(f"no schema for operator {op}: add its text to SCHEMA_TEXTS in "
+                             f"vkdiff/datamodel/schemas.py") from None

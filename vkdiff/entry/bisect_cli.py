@@ -1,0 +1,189 @@
+"""``vkdiff bisect node|knob|commit|device``: argument parsing and printing; the searches live beside this."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from vkdiff.entry.options import add_case_device_options
+from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
+
+
+def add_bisect_parser(sub) -> None:
+    bisect = sub.add_parser("bisect", help="Find where a failure lives: its first bad node, knobs, commit or devices")
+    modes = bisect.add_subparsers(dest="mode", required=True)
+    node = modes.add_parser("node", help="The first node of a model case whose device output leaves tolerance")
+    knob = modes.add_parser("knob", help="The smallest set of knob values that turns PASS into the failure")
+    device = modes.add_parser("device", help="Every adapter, routing and limits profile, grouped by result")
+    for parser in (node, knob, device):
+        add_case_device_options(parser, profiles_help="knob: where the sweep starts")
+    commit = modes.add_parser("commit", help="The first ExecuTorch commit at which the case's verdict becomes the "
+                                             "--bad revision's")
+    commit.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
+    commit.add_argument("--et-src", metavar="REPO", required=True,
+                        help="ExecuTorch git repository (a checkout or a bare repository)")
+    commit.add_argument("--good", metavar="REV", required=True, help="Revision with the old verdict (hash, tag, REV~N)")
+    commit.add_argument("--bad", metavar="REV", required=True, help="Revision with the new verdict")
+    commit.add_argument("--device", metavar="SLUG", default=None, help="Adapter slug (default: the first)")
+    commit.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
+    node.add_argument("-o", "--output", metavar="DIR", default="vkdiff-bisect",
+                      help="Folder for the first bad node's inputs and outputs (default: vkdiff-bisect)")
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    case = find_case(args.case)
+    if args.mode == "node":
+        return _node(args, case)
+    if args.mode == "commit":
+        return _commit(args, case)
+    if args.mode == "device":
+        return _device(args, case)
+    return _knob(args, case)
+
+
+def _contexts(adapter, tree):
+    """One DeviceContext per limits profile (None: the device's own), made on first use."""
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import DeviceContext
+
+    builder, made = ShaderBuilder(tree.path), {}
+
+    def ctx_for(limits: str | None) -> Any:
+        if limits not in made:
+            made[limits] = DeviceContext(*adapter, builder, limits)
+        return made[limits]
+    return ctx_for
+
+
+def _node(args: argparse.Namespace, case) -> int:
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.bisect.node import bisect_node
+
+    if isinstance(case, KernelCase):
+        raise SelectionError(f"{case.id} is a kernel case: one node already; 'vkdiff repro' saves it")
+    if not case.partitioner.startswith("vulkan"):
+        raise SelectionError(f"{case.id} has no Vulkan delegate to bisect (partitioner {case.partitioner})")
+    tree, adapter = tree_and_adapter(args.et_src, args.device)
+    ctx = _contexts(adapter, tree)(args.limits_profile)
+    found = bisect_node(case, ctx, route_name=args.route, tree=tree.path, out_dir=Path(args.output))
+    print("\n".join(found.lines()))
+    return 0 if found.first_bad is None else 1
+
+
+def _knob(args: argparse.Namespace, case) -> int:
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.bisect.knob import bisect_knobs
+    from vkdiff.bisect.spaces import KernelSpace, ModelSpace
+    from vkdiff.datamodel import Status
+
+    tree, adapter = tree_and_adapter(args.et_src, args.device)
+    ctx_for = _contexts(adapter, tree)
+    if isinstance(case, KernelCase):
+        from vkdiff.harness.kernels import run_case
+
+        space = KernelSpace(case, lambda c, limits: Status[run_case(ctx_for(limits), c, session_seed=args.seed).status],
+                            args.limits_profile)
+    else:
+        from vkdiff.harness.device_models import check_on_device
+
+        space = ModelSpace(case, lambda c, route, limits: Status[check_on_device(
+            c, ctx_for(limits), route_name=route, tree=tree.path).status], args.route, args.limits_profile)
+    found = bisect_knobs(space)
+    print("\n".join(found.lines()))
+    for config, status in found.trials:
+        print(f"  {status:<16} {', '.join(f'{k}={v}' for k, v in config.items())}")
+    return 1 if found.culprit else 0
+
+
+def _commit(args: argparse.Namespace, case) -> int:
+    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.trees import EtSourceError
+    from vkdiff.bisect.commit import bisect_commits
+
+    if not Path(args.et_src).expanduser().exists():
+        raise SelectionError(f"--et-src {args.et_src}: no such repository (give an ExecuTorch checkout or a bare "
+                               f"repository)")
+    try:
+        adapters = select([args.device] if args.device else [])
+    except UnknownDeviceError as exc:
+        raise SelectionError(str(exc)) from None
+    if not adapters:
+        raise SelectionError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
+    try:
+        found = bisect_commits(args.et_src, args.good, args.bad, commit_verdict(args.et_src, case, adapters[0],
+                                                                                 args.seed))
+    except EtSourceError as exc:
+        raise SelectionError(str(exc)) from None
+    print("\n".join(found.lines()))
+    return 0 if found.first_bad is not None else 1
+
+
+def commit_verdict(repo: str, case, adapter, seed: int):
+    """``verdict(commit) -> (signature, note)`` of ``case`` at a revision of ``repo``."""
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.device.trees import TreeChoice
+    from vkdiff.bisect.commit import relower_in_subprocess, signature, tree_at
+    from vkdiff.datamodel import HOST
+    from vkdiff.harness.runner import Runner
+
+    def verdict(commit: str) -> tuple[str, str]:
+        tree = tree_at(repo, commit)
+        runner = Runner(tree=TreeChoice(path=tree, note=f"{repo}@{commit}"), adapters=[adapter], seed=seed)
+        slug = runner.slugs[0]
+        try:
+            if isinstance(case, KernelCase):
+                return signature(runner.run(case, slug)), ""
+            from vkdiff.lowering.lower import vulkan_python_hash
+
+            note = ""
+            if vulkan_python_hash(tree / "backends" / "vulkan") != vulkan_python_hash():
+                results, note = relower_in_subprocess(tree, case.id, slug, seed)
+                if results:
+                    return signature(results), note
+                note += "; lowered with the installed package, bisecting shaders only"
+            return signature([*runner.run(case, HOST), *runner.run(case, slug)]), note
+        finally:
+            runner.close()
+    return verdict
+
+
+def _device(args: argparse.Namespace, case) -> int:
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.device.adapters import select
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.limits import profiles as limits_profiles
+    from vkdiff.device.routing import profiles as route_profiles
+    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.bisect.device import bisect_devices
+
+    try:
+        tree = choose_tree(args.et_src)
+    except EtSourceError as exc:
+        raise SelectionError(str(exc)) from None
+    adapters = {info.slug: (info, adapter) for info, adapter in select([args.device] if args.device else [])}
+    if tree.path is None or not adapters:
+        raise SelectionError(tree.note if tree.path is None else "no Vulkan adapter found")
+    kernel = isinstance(case, KernelCase)
+    routes = ["native"] if kernel else list(route_profiles())
+    configs = [{"device": d, "route": r, "limits": lim} for d in adapters for r in routes
+               for lim in ["native", *limits_profiles()]]
+    builder, contexts = ShaderBuilder(tree.path), {}
+
+    def run(config):
+        key = (config["device"], config["limits"])
+        if key not in contexts:
+            contexts[key] = DeviceContext(*adapters[config["device"]], builder,
+                                          None if config["limits"] == "native" else config["limits"])
+        if kernel:
+            from vkdiff.harness.kernels import run_case
+
+            return run_case(contexts[key], case, session_seed=args.seed)
+        from vkdiff.harness.device_models import check_on_device
+
+        return check_on_device(case, contexts[key], route_name=config["route"], tree=tree.path)
+
+    found = bisect_devices(case.id, configs, run)
+    print("\n".join(found.lines()))
+    return 0

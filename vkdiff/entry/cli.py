@@ -1,0 +1,385 @@
+"""``vkdiff`` command line: ``devices``, ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+from vkdiff.datamodel import Status
+from vkdiff.entry.options import add_run_options, output_problem
+from vkdiff.harness.selection import SelectionError
+
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_EMPTY = 3
+"""An adapter and a tree were given, yet no kernel case ran (see ``--allow-empty``)."""
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vkdiff", description="Differential tester for ExecuTorch's Vulkan backend")
+    sub = parser.add_subparsers(dest="command", required=True)
+    devices = sub.add_parser("devices", help="List Vulkan adapters with features and limits")
+    devices.add_argument("--json", action="store_true", help="Print JSON instead of a table")
+    devices.add_argument("--all-backends", action="store_true", help="Include non-Vulkan adapters (OpenGL, ...)")
+    run = sub.add_parser("run", help="Run cases on devices and record results")
+    add_run_options(run.add_argument)
+    run.add_argument("--results", metavar="FILE.jsonl", default=None,
+                     help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
+    run.add_argument("--list", action="store_true", help="List the selected case ids and exit")
+    run.add_argument("--suite", choices=("all", "kernels", "models"), default="all",
+                     help="Kernel cases on devices, model cases (host checks, and Vulkan delegates run node by node on "
+                          "devices), or both")
+    run.add_argument("-r", "--report", metavar="DIR", default=None,
+                     help="Also write per-device and cross-device HTML reports to DIR")
+    artifacts = run.add_mutually_exclusive_group()
+    artifacts.add_argument("--save-artifacts", metavar="DIR", default=None,
+                           help="Also save what each Vulkan model case's device verdict needs (no torch needed to "
+                                "use it) to DIR")
+    artifacts.add_argument("--from-artifacts", metavar="DIR", default=None,
+                           help="Model cases from a --save-artifacts folder: judged on this machine's devices "
+                                "with numpy and wgpu only")
+    cache = sub.add_parser("cache", help="Check or clear vkdiff's cache ($VKDIFF_CACHE_DIR)")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
+    verify = cache_sub.add_parser("verify", help="Check every cache entry against its content hash")
+    verify.add_argument("--repair", action="store_true", help="Delete corrupt entries (rebuilt when next used)")
+    cache_sub.add_parser("clear", help="Delete the whole cache")
+    from vkdiff.entry.bisect_cli import add_bisect_parser
+
+    add_bisect_parser(sub)
+    from vkdiff.entry.repro_cli import add_repro_parser
+
+    add_repro_parser(sub)
+    report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
+    report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
+    report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
+    return parser
+
+
+class Interrupts:
+    """SIGINT/SIGTERM during a run: stop after the current case (a second signal stops at once).
+
+    Every result is appended as it happens, so stopping loses only the case in flight.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, console):
+        self.console = console
+        self.received: int | None = None
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> "Interrupts":
+        self._saved = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+        self.console.print(f"vkdiff: {signal.Signals(signum).name}: stopping after the current case "
+                           f"(again to stop now)", markup=False, style="yellow")
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + int(self.received or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "devices":
+            return cmd_devices(args)
+        if args.command == "report":
+            return cmd_report(args)
+        if args.command == "cache":
+            return cmd_cache(args)
+        if args.command == "repro":
+            from vkdiff.entry.repro_cli import cmd_repro
+
+            return cmd_repro(args)
+        if args.command == "bisect":
+            from vkdiff.entry.bisect_cli import cmd_bisect
+
+            return cmd_bisect(args)
+        return cmd_run(args)
+    except UsageError as exc:
+        print(f"vkdiff: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SelectionError as exc:
+        print(f"vkdiff: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("vkdiff: interrupted; results already written are kept", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vkdiff.device.adapters import enumerate_adapters
+
+    infos = [info for info, _ in enumerate_adapters(None if args.all_backends else "Vulkan")]
+    if args.json:
+        print(json.dumps([i.to_dict() for i in infos], indent=2))
+        return 0
+    console = Console()
+    for i in infos:
+        table = Table(title=f"{i.slug}", show_header=False, title_justify="left")
+        table.add_column("field", style="bold")
+        table.add_column("value")
+        for field, value in (("name", i.name), ("vendor", f"{i.vendor} ({i.vendor_id:#x})"), ("driver", i.driver),
+                             ("backend", i.backend), ("type", i.adapter_type), ("features", ", ".join(i.features))):
+            table.add_row(field, value)
+        for limit, value in i.limits.items():
+            table.add_row(limit, str(value))
+        console.print(table)
+    if not infos:
+        print("no adapters found (install mesa-vulkan-drivers for lavapipe)")
+    return 0
+
+
+def _resolve_inputs(args: argparse.Namespace, console):
+    """Validate --device, choose the tree, check glslc and spirv-opt, all before any device work.
+
+    Each problem is one line (a usage error); the tree's note is printed once everything is valid.
+    """
+    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
+    from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
+    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
+
+    try:
+        ensure_cache_writable()
+        devices = select(args.device)
+        tree = choose_tree(args.et_src)
+        if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
+            glslc_version()
+        if tree.path is not None and devices:
+            spirv_opt()
+    except (CacheUnwritableError, EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
+        raise UsageError(str(exc)) from None
+    console.print(tree.note, markup=False)
+    return tree, devices
+
+
+def _model_cases(pattern: str | None) -> list:
+    """Imported here: model cases need torch, which kernel-only runs never load."""
+    from vkdiff.cases.catalog import all_model_cases
+
+    return all_model_cases(pattern)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from vkdiff.cases.kernels import all_cases
+    from vkdiff.datamodel import REPAIRS
+    from vkdiff.harness.runner import Runner
+    from vkdiff.store import ResultStore
+
+    console = Console(stderr=True, soft_wrap=True)
+    cases = all_cases(args.cases) if args.suite in ("all", "kernels") else []
+    models = _models(args) if args.suite in ("all", "models") else []
+    if args.list:
+        print("\n".join([c.id for c in cases] + [m.id for m in models]))
+        return 0
+    if not cases and not models:
+        raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
+    check_outputs((results_path, "--results", False), (args.report, "--report", True),
+                  (args.save_artifacts, "--save-artifacts", True))
+    repairs_before = len(REPAIRS)
+    tree, devices = _resolve_inputs(args, console)
+    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
+                    repairs_from=repairs_before, route=args.route, limits_profile=args.limits_profile,
+                    timeout=args.timeout)
+    console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
+                  f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
+    with Interrupts(console) as interrupts:
+        results = run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
+                          save_to=Path(args.save_artifacts) if args.save_artifacts else None)
+    print_summary(summarize(results), console)
+    console.print(f"results: {results_path}", markup=False)
+    if args.report:
+        write_report([results_path], Path(args.report), console)
+    return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def _models(args: argparse.Namespace) -> list:
+    """The catalogue's model cases, or those saved in ``--from-artifacts`` (then torch is never imported)."""
+    if not args.from_artifacts:
+        return _model_cases(args.cases)
+    from vkdiff.harness.artifacts import ArtifactError, load
+
+    try:
+        return load(Path(args.from_artifacts), args.cases)
+    except ArtifactError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
+            save_to: Path | None = None) -> list:
+    """Every case on its devices, each result appended and shown as it comes; stops early on a signal.
+
+    With ``save_to``, each Vulkan model case's artifact is saved before its devices run."""
+    from rich.progress import Progress
+
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.datamodel import HOST
+
+    results = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("running", total=len(cases) * max(1, len(runner.slugs)) + len(models))
+        runner.schedule(cases)
+        try:
+            for case in [*cases, *models]:
+                if interrupts.received:
+                    break
+                if save_to is not None and getattr(case, "partitioner", "").startswith("vulkan"):
+                    from vkdiff.harness.artifacts import save
+
+                    save(case, save_to)
+                for device in runner.devices_for(case):
+                    for result in runner.run(case, device):
+                        store.append(result)
+                        results.append(result)
+                        progress.advance(task, advance=int(result.device != HOST))
+                        for repair in runner.new_repairs():
+                            progress.console.print(repair.line(), markup=False, style="yellow")
+                        report_line(result, progress.console)
+                if not isinstance(case, KernelCase):
+                    progress.advance(task)
+        finally:
+            runner.close()
+    return results
+
+
+def run_exit_code(results: Sequence, runner, interrupts: "Interrupts", allow_empty: bool, console) -> int:
+    """128+signal when stopped, 1 on failures, 3 when nothing ran (unless allowed), else 0."""
+    from vkdiff.verdicts.expectations import counts_as_failure
+    from vkdiff.harness.runner import nothing_ran
+
+    if interrupts.received:
+        console.print(f"vkdiff: stopped by {signal.Signals(interrupts.received).name} after {len(results)} results",
+                      markup=False, style="yellow")
+        return interrupts.exit_code
+    if any(counts_as_failure(r) for r in results):
+        return EXIT_FAIL
+    empty = nothing_ran(results, runner.tree, runner.slugs)
+    if empty and not allow_empty:
+        console.print(f"vkdiff: warning: {empty}; pass --allow-empty if that is intended", markup=False, style="red")
+        return EXIT_EMPTY
+    return 0
+
+
+def report_line(result, console) -> None:
+    """One line for a known bug, an unexpected pass or a failure (passes and skips stay quiet)."""
+    from vkdiff.verdicts.expectations import counts_as_failure
+
+    first = result.reason.splitlines()[0] if result.reason else ""
+    where = f"{result.case}@{result.device}" + (f" {result.rule}" if result.rule else "")
+    outcome = (result.expectation or {}).get("outcome")
+    if outcome == "known":
+        console.print(f"KNOWN {result.expectation['id']}: {result.status} {where}", markup=False, style="yellow")
+    elif outcome == "unexpected-pass":
+        console.print(f"UNEXPECTED PASS {where}: expectation {result.expectation['id']} may be fixed upstream",
+                      markup=False, style="magenta")
+    elif counts_as_failure(result):
+        console.print(f"{result.status} {where}: {first}", markup=False, style="red")
+
+
+def summarize(results) -> dict[str, Counter]:
+    """Counts per status, per device; known bugs and unexpected passes counted apart."""
+    table: dict[str, Counter] = {}
+    for result in results:
+        outcome = (result.expectation or {}).get("outcome")
+        column = {"known": "KNOWN", "unexpected-pass": "UNEXPECTED_PASS"}.get(outcome, result.status)
+        table.setdefault(result.device, Counter())[column] += 1
+    return table
+
+
+def check_outputs(*outputs: tuple[object, str, bool]) -> None:
+    """Each ``(path or None, flag, is a folder)`` must be writable as such: else one usage error."""
+    for path, flag, folder in outputs:
+        problem = output_problem(path, flag, folder=folder) if path else None
+        if problem:
+            raise UsageError(problem)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``vkdiff cache verify [--repair]`` (exit 1 when corrupt entries remain) and ``vkdiff cache clear``."""
+    from vkdiff.entry import cache_admin
+    from vkdiff.datamodel import cache_dir, cache_root
+
+    root = cache_dir()
+    if args.cache_command == "clear":
+        root = cache_root()
+        files, size = cache_admin.clear(root)
+        print(f"removed {root}: {files} files, {size / 2**20:.1f} MiB")
+        return 0
+    report = cache_admin.verify(root, repair=args.repair)
+    print(f"cache {root}")
+    print("\n".join(report.lines()))
+    if report.corrupt and args.repair:
+        print(f"deleted {len(report.corrupt)} corrupt entries and {len(report.stale)} leftovers; they are rebuilt "
+              f"when next used")
+    return EXIT_FAIL if report.corrupt and not args.repair else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    missing = [p for p in args.results if not Path(p).is_file()]
+    if missing:
+        raise UsageError(f"no such results file: {', '.join(missing)}")
+    check_outputs((args.output, "-o", True))
+    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True, soft_wrap=True))
+    return 0
+
+
+def write_report(paths: Sequence[Path], out_dir: Path, console) -> None:
+    from vkdiff.store import LoadReport
+    from vkdiff.reports import render_reports
+
+    index = render_reports(paths, out_dir)
+    if index.problems:
+        console.print(LoadReport(results=[], problems=index.problems).summary(), markup=False, style="yellow")
+    console.print(f"report: {index.index} ({index.results} results, {len(index.devices)} device page(s), "
+                  f"{index.seconds:.2f} s)", markup=False)
+
+
+def print_summary(table: dict, console) -> None:
+    from rich.table import Table
+
+    out = Table(title="vkdiff summary")
+    out.add_column("device")
+    columns = [s.name for s in Status] + ["KNOWN", "UNEXPECTED_PASS"]
+    statuses = [name for name in columns if any(name in c for c in table.values())]
+    for name in statuses:
+        out.add_column(name, justify="right")
+    for device, counts in table.items():
+        out.add_row(device, *(str(counts.get(s, 0)) for s in statuses))
+    console.print(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

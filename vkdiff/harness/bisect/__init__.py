@@ -1,6 +1,0 @@
-"""Bisect a failing verdict to where it lives: the node, the knobs, the commit, the devices (one module each)."""
-
-from vkdiff.harness.bisect.knob import KnobBisect, KnobSpace, bisect_knobs
-from vkdiff.harness.bisect.node import NodeBisect, bisect_node
-
-__all__ = ["KnobBisect", "KnobSpace", "NodeBisect", "bisect_knobs", "bisect_node"]

@@ -1,0 +1,152 @@
+"""Stages of a lowering and what vkdiff reads off an edge program: delegates, op counts, dequantize dtypes.
+
+Shared by both pipelines (``vkdiff.lowering.lower`` for ``to_edge_transform_and_lower``,
+``vkdiff.lowering.llm_export`` for ``export_llama``): a ``LowerError`` names the failing
+stage and ExecuTorch pass, ``LoweredCase`` is what either produces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import traceback
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from vkdiff.capture import quiet_stderr
+from vkdiff.datamodel import Delegate
+from vkdiff.program.delegate import decode
+
+
+class LowerError(RuntimeError):
+    """Lowering failed (→ ``LOWER_FAIL``); the message names the stage or pass."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class LoweredCase:
+    """A case after ExecuTorch's full pass stack, as the runtime will see it."""
+
+    case_id: str
+    delegates: list[Delegate]
+    """Every Vulkan delegate, decoded (empty for XNNPACK lowering)."""
+    partitions: int
+    """Number of delegate calls in the top-level graph."""
+    delegated_ops: dict[str, int]
+    """Edge ops inside delegates, before Vulkan's own fusion passes."""
+    undelegated_ops: dict[str, int]
+    """Edge ops left to the portable CPU runtime."""
+    dequantize_dtypes: list[str]
+    """Output dtype of every ``dequantize_affine`` in the edge program (delegated or not)."""
+    pte: bytes
+    """The serialized program."""
+    seconds: float
+    """Wall time of the lowering that produced this entry (not of a cache hit)."""
+    cached: bool = False
+    """True when loaded from the on-disk cache."""
+
+    @property
+    def pte_size(self) -> int:
+        return len(self.pte)
+
+    def op_counts(self) -> Counter:
+        """et_vk/aten ops over all delegates, after fusion."""
+        total: Counter = Counter()
+        for delegate in self.delegates:
+            total.update(delegate.op_counts())
+        return total
+
+
+@functools.lru_cache(maxsize=None)
+def memoise_vulkan_patterns() -> None:
+    """Memoise every Vulkan pattern's ``get_graphs_fn`` (the RoPE patterns re-export on each call)."""
+    from executorch.backends.vulkan.patterns import fusable_patterns
+
+    for entry in fusable_patterns.values():
+        if entry.get_graphs_fn is not None:
+            entry.get_graphs_fn = functools.lru_cache(maxsize=None)(entry.get_graphs_fn)
+
+
+def stage(name: str, fn: Callable, *args, **kwargs):
+    """Run one lowering stage; failures become LowerError naming the stage and the failing pass."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        root = root_cause(exc)
+        cause = f" | cause: {type(root).__name__}: {str(root).strip()[:300]}" if root is not exc else ""
+        raise LowerError(f"{name}: {failing_pass(exc)}{type(exc).__name__}: {str(exc).strip()[:300]}{cause}") from exc
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception of a chain (ExecuTorch wraps pass failures in a generic Exception)."""
+    seen = {id(exc)}
+    while (nxt := exc.__cause__ or exc.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        exc = nxt
+    return exc
+
+
+def failing_pass(exc: BaseException) -> str:
+    """Name the ExecuTorch pass in the traceback, when there is one (``FusePatternsPass: ``)."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "/executorch/" in frame.filename and ("_passes" in frame.filename or "passes" in frame.filename):
+            return f"{Path(frame.filename).stem}.{frame.name}: "
+    return ""
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[list[str]]:
+    """Keep torch/torchao/executorch chatter (warnings, INFO logs, native fd-2 prints) out of vkdiff's output.
+
+    Yields the list of captured native stderr lines (kept for diagnostics).
+    """
+    with quiet_stderr() as captured, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.INFO)
+        try:
+            yield captured
+        finally:
+            logging.disable(previous)
+
+
+def lowered_modules(gm) -> list[tuple[str, Any]]:
+    return [(n, m) for n, m in gm.named_children() if n.startswith("lowered_module")]
+
+
+def decoded_delegates(gm) -> list[Delegate]:
+    """Decode each Vulkan delegate blob as it goes into the .pte, with the constants of its named data store."""
+    return [decode(module.processed_bytes, module.named_data_store_output)
+            for _, module in lowered_modules(gm) if module.backend_id == "VulkanBackend"]
+
+
+def target_name(target: Any) -> str:
+    name = getattr(target, "__name__", None) or str(target)
+    if hasattr(target, "_schema"):
+        return str(target._schema.name).replace("::", ".") + "." + (target._overloadname or "default")
+    if hasattr(target, "namespace"):
+        return f"{target.namespace}.{name}"
+    return f"torch.ops.higher_order.{name}" if "executorch_call_delegate" in name else name
+
+
+def call_targets(gm) -> Counter:
+    counts: Counter = Counter()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "getitem" not in str(node.target):
+            counts[target_name(node.target)] += 1
+    return counts
+
+
+def dequantize_dtypes(gm) -> list[str]:
+    """Output dtype of every dequantize_affine, inside delegates and out."""
+    graphs = [gm] + [m.original_module.graph_module for _, m in lowered_modules(gm)]
+    dtypes = []
+    for graph in graphs:
+        for node in graph.graph.nodes:
+            if node.op == "call_function" and "dequantize_affine" in str(node.target):
+                value = node.meta.get("val")
+                dtypes.append(str(getattr(value, "dtype", "unknown")).replace("torch.", ""))
+    return dtypes

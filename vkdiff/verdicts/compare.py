@@ -1,0 +1,180 @@
+"""Metrics of an output against its reference: the only place verdicts on numbers are made.
+
+The bound each element is held to is ``Tolerance`` (``vkdiff.datamodel.tolerance``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from vkdiff.datamodel import Status, Tolerance
+
+MAX_REPORTED_INDICES = 5
+
+
+@dataclasses.dataclass(kw_only=True)
+class ErrorStatistics:
+    """Error metrics of one output against its reference (float64)."""
+
+    total: int
+    """Elements compared."""
+    mismatches: int | None
+    """Elements over tolerance (None when shapes differ)."""
+    max_abs: float | None
+    """Largest absolute error over finite elements."""
+    max_rel: float | None
+    """Largest relative error ``|a-e| / max(|e|, tiny)`` over finite elements."""
+    sqnr_db: float | None
+    """Signal-to-quantization-noise ratio, ``10 log10(sum e^2 / sum (a-e)^2)``; inf when exact."""
+    nan_count: int = 0
+    """NaN in the actual output where the reference is finite."""
+    inf_count: int = 0
+    """Inf in the actual output where the reference is finite."""
+    unwritten: int = 0
+    """Elements the kernel never wrote (poison still there)."""
+    worst_index: list[int] | None = None
+    """Index of the largest error over tolerance ratio."""
+    first_mismatches: list[list[int]] = dataclasses.field(default_factory=list)
+    """Up to five indices over tolerance, in order."""
+    shape_mismatch: str = ""
+    """``"actual (a,b) vs expected (c,d)"`` when shapes differ."""
+    error_hist: dict[str, list] = dataclasses.field(default_factory=dict)
+    """Histogram of ``log10(|a-e| / bound)`` (``edges``, ``counts``; exact elements in ``exact``)."""
+    error_map: list[list[float]] | None = None
+    """For failures: ``|a-e| / bound`` max-pooled to at most 32×32 over the output viewed 2-D (rows × last dim)."""
+
+    @classmethod
+    def from_arrays(cls, actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
+                    magnitude: np.ndarray | None = None, unwritten: np.ndarray | None = None) -> "ErrorStatistics":
+        """Compare element-wise; never raises on shape mismatch (records it, fields None).
+
+        Most outputs are fully written and finite: those take a path with fewer passes over
+        the arrays (the same numbers as the general one).
+        """
+        if actual.shape != expected.shape:
+            return cls(total=int(expected.size), mismatches=None, max_abs=None, max_rel=None, sqnr_db=None,
+                       shape_mismatch=f"actual {actual.shape} vs expected {expected.shape}")
+        a = np.asarray(actual, dtype=np.float64)
+        e = np.asarray(expected, dtype=np.float64)
+        bound = tolerance.bound(e, magnitude)
+        safe_bound = np.maximum(bound, 1e-300)
+        clean = (unwritten is None or not unwritten.any()) and bool(np.isfinite(a).all() and np.isfinite(e).all())
+        if clean:
+            diff = np.abs(a - e)
+            over = diff > bound
+            ratio_all = diff / safe_bound
+            ratio, nan_count, inf_count, signal = ratio_all, 0, 0, _sum_of_squares(e)
+        else:
+            written = np.ones(a.shape, bool) if unwritten is None else ~unwritten
+            finite_ref = np.isfinite(e)
+            nan = np.isnan(a) & finite_ref & written
+            inf = np.isinf(a) & finite_ref & written
+            diff = np.where(np.isfinite(a) & written, np.abs(a - e), 0.0)
+            over = (diff > bound) | nan | inf | ~written
+            ratio = np.where(np.isfinite(diff), diff, np.inf) / safe_bound
+            ratio_all = np.where(written & ~nan & ~inf, ratio, np.inf)
+            nan_count, inf_count = int(nan.sum()), int(inf.sum())
+            signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
+        noise = _sum_of_squares(diff)
+        bad = np.flatnonzero(over)
+        worst = None
+        if bad.size:
+            worst = np.unravel_index(int(bad[np.argmax(ratio.reshape(-1)[bad])]), ratio.shape)
+        return cls(
+            total=int(e.size), mismatches=int(bad.size),
+            max_abs=float(diff.max()) if diff.size else 0.0,
+            max_rel=float((diff / np.maximum(np.abs(e), 1e-30)).max()) if diff.size else 0.0,
+            sqnr_db=float("inf") if noise == 0 else float(10 * np.log10(max(signal, 1e-300) / noise)),
+            nan_count=nan_count, inf_count=inf_count,
+            unwritten=0 if unwritten is None else int(unwritten.sum()),
+            worst_index=None if worst is None else [int(i) for i in worst],
+            first_mismatches=[[int(i) for i in np.unravel_index(int(f), over.shape)] for f in bad[:MAX_REPORTED_INDICES]],
+            error_hist=_histogram(ratio_all),
+            error_map=_pooled(ratio_all) if bad.size else None,
+        )
+
+    def status(self) -> Status:
+        """The verdict these numbers give (unwritten output is a broken kernel contract)."""
+        if self.shape_mismatch:
+            return Status.FAIL_CHECK
+        if self.unwritten:
+            return Status.FAIL_CHECK
+        if self.nan_count or self.inf_count:
+            return Status.FAIL_NAN
+        if self.mismatches:
+            return Status.FAIL_NUMERIC
+        return Status.PASS
+
+    def message(self) -> str:
+        """numpy-style summary of what went wrong.
+
+        Example::
+
+            >>> tol = Tolerance.for_dtype(np.float32)
+            >>> stats = ErrorStatistics.from_arrays(np.array([1.0, 2.5]), np.array([1.0, 2.0]), tol)
+            >>> print(stats.message())
+            Mismatched elements: 1 / 2 (50%)
+            Mismatch at indices: [[1]]
+            Max absolute difference: 0.5
+            Max relative difference: 0.25
+        """
+        if self.shape_mismatch:
+            return f"Shape mismatch: {self.shape_mismatch}"
+        lines = []
+        if self.unwritten:
+            lines.append(f"Unwritten elements: {self.unwritten} / {self.total}")
+        if self.nan_count or self.inf_count:
+            lines.append(f"NaN: {self.nan_count}, Inf: {self.inf_count} where the reference is finite")
+        if self.mismatches:
+            pct = 100.0 * self.mismatches / max(self.total, 1)
+            lines.append(f"Mismatched elements: {self.mismatches} / {self.total} ({pct:.3g}%)")
+            lines.append(f"Mismatch at indices: {self.first_mismatches}")
+        lines.append(f"Max absolute difference: {self.max_abs:.6g}")
+        lines.append(f"Max relative difference: {self.max_rel:.6g}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields by name (a shallow copy: results never mutate the lists)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+HIST_EDGES = [float(e) for e in range(-8, 5)]
+"""log10 bins of error/bound: 1e-8 … 1e4; 0 is the tolerance edge."""
+
+
+def _sum_of_squares(values: np.ndarray) -> float:
+    """``sum(values**2)`` without BLAS (``np.vdot`` would wake an OpenBLAS pool of one thread per core per verdict)."""
+    return float(np.add.reduce(np.square(values), axis=None))
+
+
+def _histogram(ratio: np.ndarray) -> dict[str, list]:
+    """Decade histogram of the non-zero ratios (``bincount`` of the decade: ``np.histogram`` costs twice as much)."""
+    flat = ratio.reshape(-1)
+    positive = flat[flat > 0]
+    logs = np.log10(np.clip(positive, 10.0 ** HIST_EDGES[0], 10.0 ** HIST_EDGES[-1]))
+    bins = len(HIST_EDGES) - 1
+    decades = np.minimum((logs - HIST_EDGES[0]).astype(np.intp), bins - 1)
+    counts = np.bincount(decades, minlength=bins)
+    return {"edges": HIST_EDGES, "counts": [int(c) for c in counts], "exact": int(flat.size - positive.size)}
+
+
+def _pooled(ratio: np.ndarray, size: int = 32) -> list[list[float]]:
+    """Max-pool the error ratio of an output (viewed rows × last dim) to at most ``size``×``size``."""
+    grid = ratio.reshape(-1, ratio.shape[-1]) if ratio.ndim > 1 else ratio.reshape(1, -1)
+    rows = np.array_split(np.arange(grid.shape[0]), min(size, grid.shape[0]))
+    cols = np.array_split(np.arange(grid.shape[1]), min(size, grid.shape[1]))
+    pooled = [[float(np.max(grid[np.ix_(r, c)])) for c in cols] for r in rows]
+    return [[v if np.isfinite(v) else 1e30 for v in row] for row in pooled]
+
+
+def assert_within(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
+                  magnitude: np.ndarray | None = None) -> ErrorStatistics:
+    """Assertion helper for tests: raises AssertionError with the numpy-style message."""
+    __tracebackhide__ = True
+    stats = ErrorStatistics.from_arrays(actual, expected, tolerance, magnitude)
+    if stats.status() is not Status.PASS:
+        raise AssertionError(stats.message())
+    return stats
