@@ -76,7 +76,7 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
     from vkdiff.device.routing import route_for
     from vkdiff.datamodel import Result, versions
     from vkdiff.harness.device_models import judge
-    from vkdiff.harness.kernels import status_of_exception
+    from vkdiff.verdicts.statuses import status_of_exception
     from vkdiff.store import ResultStore
 
     store = ResultStore(results) if results else None

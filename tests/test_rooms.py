@@ -30,7 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "program": frozenset({"program", "datamodel"}),
     "lowering": frozenset({"lowering", "program", "cases", "datamodel", "capture"}),
     "executors": frozenset({"executors", "program", "device", "reference", "datamodel", "capture"}),
-    "verdicts": frozenset({"verdicts", "executors", "program", "fusions", "reference", "datamodel"}),
+    "verdicts": frozenset({"verdicts", "executors", "program", "device", "fusions", "reference", "datamodel"}),
     "harness": frozenset({"harness", "verdicts", "executors", "lowering", "program", "cases", "reference", "fusions",
                           "device", "datamodel", "store", "reports", "capture"}),
     "repro": frozenset({"repro", "harness", "verdicts", "executors", "lowering", "program", "cases", "reference",

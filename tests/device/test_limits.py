@@ -9,7 +9,7 @@ from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
 from vkdiff.device import limits
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.launchers import run_op
-from vkdiff.harness.kernels import status_of_exception
+from vkdiff.verdicts.statuses import status_of_exception
 from vkdiff.datamodel import Status
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.testutils import compile_glsl, pinned_tarball, requires_pinned_tree, requires_test_spirv, requires_vulkan
+from vkdiff.verdicts.statuses import status_of_exception
 from vkdiff.device import adapters
 from vkdiff.device.boundary import ShaderLoadError, ShaderUnsupportedError, missing_capability
 from vkdiff.device.dispatch import PipelineCache
@@ -34,11 +35,11 @@ def test_half_shader_on_a_device_without_f16_is_not_supported(monkeypatch):
     device = adapters.create_device(info, adapter)
     with pytest.raises(ShaderUnsupportedError, match="needs FLOAT16") as found:
         PipelineCache(device).get(compile_glsl("half_axpy.glsl"), {}, (64, 1, 1), label="half_axpy")
-    assert kernels.status_of_exception(found.value)[0].name == "NOT_SUPPORTED"
+    assert status_of_exception(found.value)[0].name == "NOT_SUPPORTED"
 
 
 def test_a_module_naga_cannot_parse_is_a_build_fail():
-    status, reason = kernels.status_of_exception(ShaderLoadError("x: shader module: Float literal is infinite"))
+    status, reason = status_of_exception(ShaderLoadError("x: shader module: Float literal is infinite"))
     assert status.name == "BUILD_FAIL" and "Float literal is infinite" in reason
 
 

@@ -68,7 +68,8 @@ def test_a_corrupt_artifact_is_one_line_before_any_device_work(tmp_path, et_tree
     saved = tmp_path / "artifacts"
     cli.main(["run", "--suite", "models", "--cases", r"^two_heads\[4w-vulkan\]$", "--et-src", str(et_tree),
               "--results", str(tmp_path / "r.jsonl"), "--save-artifacts", str(saved)])
-    entry = saved / json.loads((saved / "artifacts.json").read_text())["cases"]["two_heads[4w-vulkan]"]
+    files = json.loads((saved / "artifacts.json").read_text())["cases"]["two_heads[4w-vulkan]"]["files"]
+    entry = saved / files["arrays"][0]
     data = bytearray(entry.read_bytes())
     data[-1] ^= 0xFF
     entry.write_bytes(bytes(data))

@@ -58,7 +58,9 @@ def test_a_stale_position_ubo_is_caught_at_the_first_decode_step_and_the_sdpa_no
     monkeypatch.setattr(sdpa, "add_sdpa_kv_cache_update_node", _update_at_build_position)
     result = check_on_device(case(CASE), et_ctx, tree=et_tree)
     assert result.status == Status.FAIL_NUMERIC.name, result.reason
-    assert result.node == {"index": SDPA_NODE, "op": "sdpa_with_kv_cache.default", "step": 1}
+    assert {k: result.node[k] for k in ("index", "op", "step")} == {"index": SDPA_NODE,
+                                                                     "op": "sdpa_with_kv_cache.default", "step": 1}
+    assert result.node["source"].startswith("layers.0.attention, custom_kv_cache.py:")
     assert result.reason.startswith(f"step 1 (decode): first diverging node {SDPA_NODE} ")
     steps = result.metrics["steps"]
     assert steps[0]["status"] == "PASS" and steps[1]["first_diverging"]["index"] == SDPA_NODE

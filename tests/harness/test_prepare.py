@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from vkdiff.verdicts.statuses import status_of_exception
 from vkdiff.cases.kernels import all_cases
 from vkdiff.device.build import GlslcMissingError
 from vkdiff.device.spirv import SpirvOptMissingError
@@ -56,5 +57,5 @@ def test_lookahead_does_not_change_what_is_yielded(monkeypatch, ahead):
     (KeyError("surprise"), "ERROR"),
 ])
 def test_exceptions_map_to_statuses(exc, status):
-    got, reason = kernels.status_of_exception(exc)
+    got, reason = status_of_exception(exc)
     assert got.name == status and reason

@@ -125,11 +125,11 @@ def test_node_is_for_model_cases(et_tree, tmp_path, capsys):
 def test_a_cache_slot_written_past_the_update_is_counted_not_judged():
     """ET-VK's kv cache update zero-fills past the update up to its dispatch's rounding (by design)."""
     from vkdiff.datamodel import Tolerance
-    from vkdiff.harness.device_models import _state_entry
+    from vkdiff.verdicts.nodes import state_entry
 
     before = np.array([1.0, 2.0, np.nan, np.nan], np.float32)
     expected = np.array([1.0, 2.0, 3.0, np.nan])
-    entry = _state_entry(5, before, expected, np.array([1.0, 2.0, 3.0, 0.0], np.float32), Tolerance.for_dtype("float32"))
+    entry = state_entry(5, before, expected, np.array([1.0, 2.0, 3.0, 0.0], np.float32), Tolerance.for_dtype("float32"))
     assert (entry["status"], entry["stray"], entry["slots_compared"]) == ("PASS", 1, 3)
-    entry = _state_entry(5, before, expected, np.array([1.0, 2.5, 3.0, 0.0], np.float32), Tolerance.for_dtype("float32"))
+    entry = state_entry(5, before, expected, np.array([1.0, 2.5, 3.0, 0.0], np.float32), Tolerance.for_dtype("float32"))
     assert (entry["status"], entry["mismatches"]) == ("FAIL_NUMERIC", 1)

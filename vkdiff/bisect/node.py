@@ -67,7 +67,8 @@ def _first_global(records: list[dict[str, Any]]) -> dict[str, Any] | None:
 def bisect_node(case, ctx, *, route_name: str = "native", tree: Path | None = None, out_dir: Path | None = None,
                 tamper=None) -> NodeBisect:
     """Run ``case`` (a model case) on ``ctx`` and name its first bad node; save that node's inputs to ``out_dir``."""
-    from vkdiff.harness.device_models import first_diverging, identity, prepare_or_status, run_prepared
+    from vkdiff.harness.device_models import identity, prepare_or_status, run_prepared
+    from vkdiff.verdicts.nodes import first_diverging
 
     model = prepare_or_status(case)
     runs: list = []
@@ -81,11 +82,11 @@ def bisect_node(case, ctx, *, route_name: str = "native", tree: Path | None = No
     saved: list[Path] = []
     if bad is not None:
         worst = next(o for o in bad["outputs"] if Status[o["status"]].is_failure())
-        first_bad = {"index": bad["index"], "op": bad["op"], "shader": bad["shader"], "status": bad["status"],
+        first_bad = {"delegate": bad["delegate"], "index": bad["index"], "op": bad["op"], "shader": bad["shader"], "status": bad["status"],
                      "step": step if model.generation else None, **{k: worst[k] for k in
                                                                     ("value", "max_abs", "mismatches")}}
         if out_dir is not None:
-            saved = save_node(out_dir, model, runs[step], bad, result)
+            saved = save_node(out_dir, model, runs[step][bad["delegate"]], bad, result)
     return NodeBisect(result=result, first_bad=first_bad, first_global=_first_global(records),
                       saved=saved)
 
@@ -93,9 +94,9 @@ def bisect_node(case, ctx, *, route_name: str = "native", tree: Path | None = No
 def save_node(out_dir: Path, model, run, record: dict[str, Any], result: Result) -> list[Path]:
     """The node's arguments as the device saw them, its device and expected outputs, and what produced them."""
     from vkdiff.executors import interpret
-    from vkdiff.harness.device_models import device_values, node_expectation
+    from vkdiff.verdicts.nodes import device_values, node_expectation
 
-    delegate = model.delegate
+    delegate = model.plan.delegates[record.get("delegate", 0)].graph
     node = next(n for n in run.nodes if n.index == record["index"])
     device_env = device_values(delegate, run)
     _, expected, _ = node_expectation(delegate, node, device_env)
@@ -110,6 +111,7 @@ def save_node(out_dir: Path, model, run, record: dict[str, Any], result: Result)
     stem = out_dir / f"node-{record['index']}"
     np.savez_compressed(stem.with_suffix(".npz"), **arrays)
     meta = {"case": result.case, "device": result.device, "knobs": result.knobs, "node": record["index"],
+            "delegate": record.get("delegate", 0), "source": record.get("source", ""),
             "op": record["op"], "shader": record["shader"], "status": record["status"],
             "outputs": record["outputs"], "dispatches": record["dispatches"],
             "scalars": json.loads(json.dumps(scalars, default=str)),

@@ -48,6 +48,8 @@ class ModelCase:
     (each model call returns logits); None for single-call cases."""
     decode_steps: int = 0
     """Calls after the first one (decode steps) a generation case makes on devices."""
+    dynamic_shapes: Any = None
+    """``torch.export``'s ``dynamic_shapes`` for the example inputs (None: static)."""
 
     @property
     def id(self) -> str:

@@ -16,6 +16,8 @@ from vkdiff.datamodel.schemas import (DTYPE_FROM_OUTPUT, OP_SCHEMAS, Argument, O
 from vkdiff.datamodel.status import Status
 from vkdiff.datamodel.tolerance import Tolerance
 from vkdiff.datamodel.vkgraph import VK_DTYPES, Call, Delegate, VkOp, VkTensorInfo, content_hash
+from vkdiff.datamodel.program import (SCALAR_TYPES, DelegateEntry, Instruction, Method, PreparedProgram, Program,
+                                      ProgramFormatError, Source)
 
 __all__ = [
     "REPAIRED_FLAG", "REPAIRS", "CacheCorruptError", "Repair", "cached_folder", "read_entry", "record_repair", "verify_manifest",
@@ -23,4 +25,5 @@ __all__ = [
     "CACHE_ENV", "CacheUnwritableError", "cache_root", "ensure_cache_writable", "CRASH_FLAG", "DEVICE_LOST_FLAG", "HANG_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "VK_DTYPES", "Argument", "Call",
     "Delegate", "OpSchema", "Result", "bucket_of", "SchemaError", "Status", "Tolerance", "UnknownOpError", "VkOp", "VkTensorInfo",
     "cache_dir", "clip", "content_hash", "merge", "parse_time", "schema_of", "versions",
+    "SCALAR_TYPES", "DelegateEntry", "Instruction", "Method", "PreparedProgram", "Program", "ProgramFormatError", "Source",
 ]

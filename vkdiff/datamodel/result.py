@@ -51,7 +51,7 @@ class Result:
     node: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The graph node a per-node verdict is about (``index``, ``op``); empty for a whole case."""
     reason: str = ""
-    """Why the status (error message, missing prerequisite), first and last 200 characters kept."""
+    """Why the status (error message, missing prerequisite), whole (screens and report cards abbreviate it)."""
     shader: str = ""
     """ET-VK shader variant that produced the output."""
     shaders: list[str] = dataclasses.field(default_factory=list)
@@ -74,6 +74,8 @@ class Result:
     """Adapter identity (``DeviceInfo``)."""
     expectation: dict[str, str] = dataclasses.field(default_factory=dict)
     """Known upstream bug this result matches: ``id``, ``link``, ``reason``, ``outcome`` (known/unexpected-pass)."""
+    traceback: str = ""
+    """The Python traceback of an ``ERROR`` (a harness bug), kept for whoever fixes it."""
     bucket: str = ""
     """Failure signature shared by results that likely have one cause (``bucket_of``); empty unless failing."""
     seconds: float = 0.0

@@ -38,6 +38,10 @@ class VkTensorInfo:
     """``VkStorageType`` name (``DEFAULT_STORAGE`` when the pass left it to the runtime)."""
     layout: str
     """``VkMemoryLayout`` name."""
+    mem_obj_id: int = -1
+    """Shared memory object the tensor aliases (``add_tensor``'s ``shared_object_idx``), -1 for its own memory."""
+    staging_dtype: str | None = None
+    """numpy dtype name of the staging buffer when it differs from ``dtype`` (``force_fp16``); None: unset."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -50,6 +54,8 @@ class VkOp:
     """Operator, e.g. ``et_vk.linear_q4gsw.default``."""
     args: list[int]
     """Value ids in schema order (outputs last)."""
+    node_id: int = 0
+    """``OperatorCall.node_id``: the delegate debug identifier its debug-handle map resolves."""
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -7,7 +7,7 @@ folder         entry                      check
 =============  =========================  ==========================================
 ``spv/``       one SPIR-V module          header hash
 ``index/``     (tree, variant) → module   header hash
-``lowered/``   one lowering (pickle)      header hash
+``lowered/``   a lowering: .pte + JSON     header hash (each file)
 ``include/``   a tree's generated headers manifest of file hashes
 ``trees/``     an extracted tree          manifest of file hashes
 ``llm/``       a generated checkpoint     manifest of file hashes

@@ -84,7 +84,7 @@ def _kernel_folder(args, case: KernelCase, ctx) -> Path | None:
     try:
         result, trace, prepared, launched = record_case(ctx, case, session_seed=args.seed)
     except Exception as exc:  # the case never reached a dispatch worth replaying
-        from vkdiff.harness.kernels import status_of_exception
+        from vkdiff.verdicts.statuses import status_of_exception
 
         status, reason = status_of_exception(exc)
         print(f"{case.id}@{ctx.info.slug}: {status.name} before any output was read: nothing to replay ({reason})")

@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import itertools
 import time
-import traceback
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
@@ -22,15 +21,13 @@ import numpy as np
 
 from vkdiff import reference
 from vkdiff.cases.kernels import KernelCase, suite_of
-from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
-                                    ShaderUnsupportedError, is_device_lost)
-from vkdiff.device.build import BuildError
-from vkdiff.device.context import DeviceContext, VariantMissingError
+from vkdiff.device.boundary import is_device_lost
+from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import Launch
 from vkdiff.device.launchers import run_op
 from vkdiff.device.layouts import unwritten_mask
-from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.verdicts.statuses import status_of_exception
 from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, clip, versions
 
 PREPARE_BLAS_THREADS = 1
@@ -112,31 +109,6 @@ def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
             prepared = future.result()
             for case in group:
                 yield case, prepared
-
-
-_EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
-    (VariantMissingError, Status.NOT_RUN),
-    (SpirvOptMissingError, Status.NOT_RUN),
-    (BuildError, Status.BUILD_FAIL),
-    (ShaderUnsupportedError, Status.NOT_SUPPORTED),
-    (ShaderLoadError, Status.BUILD_FAIL),
-    (DeviceLimitError, Status.NOT_SUPPORTED),
-    (DtypeMismatchError, Status.DTYPE_MISMATCH),
-    (DispatchError, Status.ERROR),
-)
-"""First match wins: ``NOT_SUPPORTED`` only where the device (or naga) names what it lacks."""
-
-
-def status_of_exception(exc: BaseException) -> tuple[Status, str]:
-    """Map a pipeline stage's exception to its status and a one-line reason."""
-    for kind, status in _EXCEPTION_STATUS:
-        if isinstance(exc, kind):
-            return status, str(exc)
-    if is_device_lost(exc):
-        return Status.ERROR, f"device lost: {exc}"
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
-    return Status.ERROR, f"{type(exc).__name__}: {exc}{at}"
 
 
 def base_result(case: KernelCase, device: str, status: Status, **fields: Any) -> Result:

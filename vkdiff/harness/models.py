@@ -12,7 +12,6 @@ import numpy as np
 from vkdiff import fusions
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.fusions import Finding, FusionContext
-from vkdiff.executors import interpret
 from vkdiff.verdicts.compare import ErrorStatistics
 from vkdiff.datamodel import HOST, Result, Status, Tolerance, clip, versions
 from vkdiff.lowering.edge import LowerError, LoweredCase, quiet_libraries
@@ -67,14 +66,19 @@ def flat_outputs(outputs: Any) -> np.ndarray:
 
 
 def reference_output(lowered: LoweredCase, inputs: tuple) -> np.ndarray | str:
-    """The fused program evaluated with reference ops (every output, flattened in order); a string says why not."""
-    if len(lowered.delegates) != 1 or lowered.partitions != 1:
-        return f"numerics need exactly one Vulkan delegate (got {len(lowered.delegates)}, partitions {lowered.partitions})"
+    """The lowered program evaluated with the reference ops (host instructions with torch's ATen ops), every output
+    flattened in order; a string says why not."""
+    from vkdiff.executors.host_ops import HostOpError
+    from vkdiff.executors.program import DelegateSkipped, ReferenceDelegates, run_method
+
+    program = lowered.program()
+    if "forward" not in program.methods or not program.vulkan_methods():
+        return "numerics need a Vulkan delegate in method forward"
     try:
-        outs = interpret.run(lowered.delegates[0], [np.asarray(x) for x in inputs])
-    except interpret.UnsupportedOpError as exc:
-        return str(exc)
-    return flat_outputs(outs)
+        run = run_method(program.methods["forward"], [np.asarray(x) for x in inputs], ReferenceDelegates())
+    except (DelegateSkipped, HostOpError) as exc:
+        return str(exc.cause if isinstance(exc, DelegateSkipped) else exc)
+    return flat_outputs(run.outputs)
 
 
 def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None, repro: str = "") -> list[Result]:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from vkdiff.capture import quiet_stderr
-from vkdiff.datamodel import Delegate
-from vkdiff.program.delegate import decode
+from vkdiff.datamodel import Delegate, Program, Source
+from vkdiff.lowering.sources import delegate_sources
+from vkdiff.program.pte import load_pte
 
 
 class LowerError(RuntimeError):
@@ -28,11 +29,12 @@ class LowerError(RuntimeError):
 
 @dataclasses.dataclass(kw_only=True)
 class LoweredCase:
-    """A case after ExecuTorch's full pass stack, as the runtime will see it."""
+    """A case after ExecuTorch's full pass stack, as the runtime will see it: the ``.pte`` and what the edge program
+    showed on the way (all plain data: the lowering cache stores it as the ``.pte`` plus JSON)."""
 
     case_id: str
-    delegates: list[Delegate]
-    """Every Vulkan delegate, decoded (empty for XNNPACK lowering)."""
+    pte: bytes
+    """The serialized program."""
     partitions: int
     """Number of delegate calls in the top-level graph."""
     delegated_ops: dict[str, int]
@@ -41,16 +43,36 @@ class LoweredCase:
     """Edge ops left to the portable CPU runtime."""
     dequantize_dtypes: list[str]
     """Output dtype of every ``dequantize_affine`` in the edge program (delegated or not)."""
-    pte: bytes
-    """The serialized program."""
     seconds: float
     """Wall time of the lowering that produced this entry (not of a cache hit)."""
+    sources: dict[str, dict[int, Source]] = dataclasses.field(default_factory=dict)
+    """``"<method>/<delegate index>"`` → op index → where the node comes from (``vkdiff.lowering.sources``)."""
+    debug_handles: dict[str, dict[int, list[int]]] = dataclasses.field(default_factory=dict)
+    """``"<method>/<delegate index>"`` → ``node_id`` → debug handles, as ET-VK's debug-handle map records them."""
     cached: bool = False
     """True when loaded from the on-disk cache."""
+    _program: Program | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @property
     def pte_size(self) -> int:
         return len(self.pte)
+
+    def program(self) -> Program:
+        """The ``.pte`` decoded (once), with node sources and debug handles attached."""
+        if self._program is None:
+            program = load_pte(self.pte, self.case_id)
+            for name, method in program.methods.items():
+                for entry in method.delegates:
+                    entry.sources = self.sources.get(f"{name}/{entry.index}", {})
+                    entry.debug_handles = self.debug_handles.get(f"{name}/{entry.index}", {})
+            self._program = program
+        return self._program
+
+    @property
+    def delegates(self) -> list[Delegate]:
+        """Every Vulkan delegate of every method, decoded (empty for an XNNPACK lowering)."""
+        return [entry.graph for method in self.program().methods.values() for entry in method.delegates
+                if entry.graph is not None]
 
     def op_counts(self) -> Counter:
         """et_vk/aten ops over all delegates, after fusion."""
@@ -58,6 +80,25 @@ class LoweredCase:
         for delegate in self.delegates:
             total.update(delegate.op_counts())
         return total
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the ``.pte`` bytes, as JSON."""
+        return {"case_id": self.case_id, "partitions": self.partitions, "delegated_ops": self.delegated_ops,
+                "undelegated_ops": self.undelegated_ops, "dequantize_dtypes": self.dequantize_dtypes,
+                "seconds": self.seconds,
+                "sources": {k: {str(i): dataclasses.asdict(s) for i, s in v.items()} for k, v in self.sources.items()},
+                "debug_handles": {k: {str(i): h for i, h in v.items()} for k, v in self.debug_handles.items()}}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], pte: bytes) -> "LoweredCase":
+        """Rebuild from ``to_json`` and the ``.pte`` (raises ``KeyError``/``TypeError`` on a malformed document)."""
+        sources = {k: {int(i): Source(**s) for i, s in v.items()} for k, v in doc["sources"].items()}
+        handles = {k: {int(i): [int(x) for x in h] for i, h in v.items()} for k, v in doc["debug_handles"].items()}
+        return cls(case_id=str(doc["case_id"]), pte=pte, partitions=int(doc["partitions"]),
+                   delegated_ops={str(k): int(v) for k, v in doc["delegated_ops"].items()},
+                   undelegated_ops={str(k): int(v) for k, v in doc["undelegated_ops"].items()},
+                   dequantize_dtypes=[str(d) for d in doc["dequantize_dtypes"]], seconds=float(doc["seconds"]),
+                   sources=sources, debug_handles=handles, cached=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,12 +158,6 @@ def lowered_modules(gm) -> list[tuple[str, Any]]:
     return [(n, m) for n, m in gm.named_children() if n.startswith("lowered_module")]
 
 
-def decoded_delegates(gm) -> list[Delegate]:
-    """Decode each Vulkan delegate blob as it goes into the .pte, with the constants of its named data store."""
-    return [decode(module.processed_bytes, module.named_data_store_output)
-            for _, module in lowered_modules(gm) if module.backend_id == "VulkanBackend"]
-
-
 def target_name(target: Any) -> str:
     name = getattr(target, "__name__", None) or str(target)
     if hasattr(target, "_schema"):
@@ -150,3 +185,10 @@ def dequantize_dtypes(gm) -> list[str]:
                 value = node.meta.get("val")
                 dtypes.append(str(getattr(value, "dtype", "unknown")).replace("torch.", ""))
     return dtypes
+
+
+def attach_sources(lowered: LoweredCase, gm: Any) -> LoweredCase:
+    """Record where each delegate node comes from (re-running ``preprocess`` on each lowered module)."""
+    lowered.sources, lowered.debug_handles = stage("sources", delegate_sources, gm, lowered.program())
+    lowered._program = None
+    return lowered

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from vkdiff.cases import llm as llm_cases
 from vkdiff.cases.model_case import ModelCase
-from vkdiff.lowering.edge import (LoweredCase, call_targets, decoded_delegates, dequantize_dtypes, lowered_modules,
+from vkdiff.lowering.edge import (LoweredCase, attach_sources, call_targets, dequantize_dtypes, lowered_modules,
                                  memoise_vulkan_patterns, stage)
 
 
@@ -107,7 +107,6 @@ def lower_llm(case: ModelCase) -> LoweredCase:
                              cfg.model.enable_dynamic_shape, cfg.backend.vulkan.force_fp16)
         builder = stage("to_backend[vulkan]", builder.to_backend, [partitioner])
         gm = builder.edge_manager.exported_program().graph_module
-        delegates = stage("decode", decoded_delegates, gm)
         top = call_targets(gm)
         inner: Counter = Counter()
         for _, sub in lowered_modules(gm):
@@ -115,10 +114,11 @@ def lower_llm(case: ModelCase) -> LoweredCase:
         dequantize = dequantize_dtypes(gm)
         builder = stage("to_executorch", builder.to_executorch, passes=_additional_passes(cfg))
         pte = builder.export_program.buffer
-    partitions = sum(top.pop(name) for name in [n for n in top if n.endswith("executorch_call_delegate")])
-    return LoweredCase(case_id=case.id, delegates=delegates, partitions=partitions,
-                       delegated_ops=dict(inner), undelegated_ops=dict(top), dequantize_dtypes=dequantize,
-                       pte=pte, seconds=round(time.perf_counter() - start, 3))
+        partitions = sum(top.pop(name) for name in [n for n in top if n.endswith("executorch_call_delegate")])
+        lowered = LoweredCase(case_id=case.id, partitions=partitions, delegated_ops=dict(inner),
+                              undelegated_ops=dict(top), dequantize_dtypes=dequantize, pte=pte,
+                              seconds=round(time.perf_counter() - start, 3))
+        return attach_sources(lowered, gm)
 
 
 def _additional_passes(cfg) -> list:

@@ -1,40 +1,78 @@
 """Lower model cases exactly as users do: torchao/PT2E quantization → torch.export → ExecuTorch.
 
 Recipes and partitioners come from ``vkdiff.lowering.recipes``; ``export_llama`` cases go
-through ``vkdiff.lowering.llm_export``. Each Vulkan delegate blob
-(byte for byte what the ``.pte`` carries) is decoded with the constants of its named
-data store. Results are cached on disk,
-keyed by (case, recipe, partitioner, factory source, torch/torchao/executorch
-versions); the Vulkan pattern graphs are memoised per process.
+through ``vkdiff.lowering.llm_export``. A lowering is cached on disk as data (the ``.pte``
+plus a JSON document, each a verified entry) under a key made of its content: the float
+module exported with its example inputs (graph code, signature, every parameter, buffer
+and constant), the recipe, partitioner and options, the library versions and the Python
+of ``backends/vulkan``; never the source text of the function that built the module. The
+Vulkan pattern graphs are memoised per process.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
-import pickle
+import json
 import time
 from collections import Counter
 from pathlib import Path
 
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, versions, write_entry
-from vkdiff.lowering.edge import (LoweredCase, call_targets, decoded_delegates, dequantize_dtypes,
-                                 lowered_modules, memoise_vulkan_patterns, quiet_libraries, stage)
+from vkdiff.lowering.edge import (LoweredCase, attach_sources, call_targets, dequantize_dtypes, lowered_modules,
+                                  memoise_vulkan_patterns, quiet_libraries, stage)
 from vkdiff.lowering.llm_export import lower_llm
 from vkdiff.lowering.recipes import PARTITIONERS, RECIPES
 
-CACHE_SCHEMA = 2
+CACHE_SCHEMA = 3
+_KEYS: dict[tuple, str] = {}
+"""Content keys computed in this process, by the case's identity (an export per case and process)."""
 
 
 def cache_key(case: ModelCase) -> str:
-    """Identity of a lowering: case, recipe, partitioner, factory source and library versions."""
-    source = inspect.getsource(case.build) if callable(case.build) else repr(case.build)
-    ver = versions()
-    parts = [case.id, case.recipe, case.partitioner, case.pipeline, repr(case.options), source, ver["torch"],
-             ver["torchao"], ver["executorch"], str(CACHE_SCHEMA), _own_source_hash(), vulkan_python_hash()]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+    """Identity of a lowering: the exported float program and its data, recipe, partitioner, versions.
+
+    Raises:
+        LowerError: the module cannot be built or exported (the lowering would fail the same way).
+    """
+    memo = (case.id, id(case.build), id(case.inputs), case.recipe, case.partitioner, repr(case.options))
+    if memo not in _KEYS:
+        ver = versions()
+        parts = [case.recipe, case.partitioner, case.pipeline, repr(case.options), _content(case), ver["torch"],
+                 ver["torchao"], ver["executorch"], str(CACHE_SCHEMA), _own_source_hash(), vulkan_python_hash()]
+        _KEYS[memo] = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+    return _KEYS[memo]
+
+
+def _content(case: ModelCase) -> str:
+    """sha256 of what the module computes: its export (graph, signature, parameters, buffers, constants) and inputs.
+
+    ``export_llama`` cases are defined by their options (params, export lengths, checkpoint seed and dtype).
+    """
+    if case.pipeline == "export_llama":
+        return hashlib.sha256(repr(case.options).encode()).hexdigest()
+    import torch
+
+    with quiet_libraries():
+        model, inputs = stage("build", case.instantiate)
+        program = stage("export", torch.export.export, model, inputs, dynamic_shapes=case.dynamic_shapes)
+    digest = hashlib.sha256()
+    digest.update(program.graph_module.code.encode())
+    digest.update(str(program.graph_signature).encode() + str(program.range_constraints).encode())
+    tensors = {**program.state_dict, **program.constants,
+               **{f"input.{i}": x for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}}
+    for name in sorted(tensors):
+        value = tensors[name]
+        if isinstance(value, torch.Tensor):
+            data = value.detach().contiguous().cpu()
+            digest.update(f"{name} {data.dtype} {tuple(data.shape)}".encode())
+            digest.update(data.view(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+        else:
+            digest.update(f"{name} {value!r}".encode())
+    return digest.hexdigest()
+
+
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,20 +107,20 @@ def lower(case: ModelCase, *, use_cache: bool = True) -> LoweredCase:
     Raises:
         LowerError: a stage failed; the message names the stage (and pass when known).
     """
-    path = cache_dir() / "lowered" / f"{cache_key(case)}.pkl"
+    stem = cache_dir() / "lowered" / cache_key(case)
+    pte_path, doc_path = stem.with_suffix(".pte"), stem.with_suffix(".json")
     if use_cache:
         try:
-            lowered = pickle.loads(read_entry(path))
-            lowered.cached = True
-            return lowered
+            return LoweredCase.from_json(json.loads(read_entry(doc_path)), read_entry(pte_path))
         except FileNotFoundError:
             pass
-        except (CacheCorruptError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
-            error = exc if isinstance(exc, CacheCorruptError) else CacheCorruptError(path, f"unpickling: {exc}")
-            record_repair(error)
-            path.unlink(missing_ok=True)
+        except (CacheCorruptError, ValueError, KeyError, TypeError) as exc:
+            record_repair(exc if isinstance(exc, CacheCorruptError) else CacheCorruptError(doc_path, f"document: {exc}"))
+            pte_path.unlink(missing_ok=True)
+            doc_path.unlink(missing_ok=True)
     lowered = _lower_uncached(case)
-    write_entry(path, pickle.dumps(lowered, protocol=pickle.HIGHEST_PROTOCOL))
+    write_entry(pte_path, lowered.pte)
+    write_entry(doc_path, json.dumps(lowered.to_json(), sort_keys=True).encode())
     return lowered
 
 
@@ -101,20 +139,16 @@ def _lower_steps(case: ModelCase) -> LoweredCase:
     memoise_vulkan_patterns()
     model, inputs = stage("build", case.instantiate)
     model = stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model, inputs)
-    program = stage("export", torch.export.export, model, inputs)
+    program = stage("export", torch.export.export, model, inputs, dynamic_shapes=case.dynamic_shapes)
     edge = stage(f"to_edge_transform_and_lower[{case.partitioner}]", to_edge_transform_and_lower, program,
                  partitioner=PARTITIONERS[case.partitioner]())
     gm = edge.exported_program().graph_module
-    delegates = stage("preprocess", decoded_delegates, gm)
     pte = stage("to_executorch", lambda: edge.to_executorch().buffer)
     top = call_targets(gm)
     inner = Counter()
     for _, sub in lowered_modules(gm):
         inner.update(call_targets(sub.original_module.graph_module))
-    return LoweredCase(case_id=case.id, delegates=delegates,
-                       partitions=top.pop("higher_order.executorch_call_delegate", 0),
-                       delegated_ops=dict(inner), undelegated_ops=dict(top),
-                       dequantize_dtypes=dequantize_dtypes(gm), pte=pte,
-                       seconds=round(time.perf_counter() - start, 3))
-
-
+    lowered = LoweredCase(case_id=case.id, pte=pte, partitions=top.pop("higher_order.executorch_call_delegate", 0),
+                          delegated_ops=dict(inner), undelegated_ops=dict(top),
+                          dequantize_dtypes=dequantize_dtypes(gm), seconds=round(time.perf_counter() - start, 3))
+    return attach_sources(lowered, gm)

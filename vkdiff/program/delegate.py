@@ -1,72 +1,163 @@
-"""The Vulkan delegate as the runtime sees it, decoded with executorch's own serialization module.
+"""A Vulkan delegate blob as the runtime sees it: the ``VkGraph`` flatbuffer read by its schema, constants resolved.
 
 The records (``Delegate``, ``VkOp``, ``VkTensorInfo``) live in the data model
 (``vkdiff.datamodel.vkgraph``); this module only fills them.
 
-``VulkanBackend.preprocess`` on a copy of a lowered module's ``original_module``
-reproduces the delegate byte for byte (30-byte ``VH00`` header + ``VkGraph``
-flatbuffer + constant bytes); constants that carry a ``named_key`` live in the
-program's named data store. ``Delegate`` keeps the op chain, every value, and every
-constant as a numpy array in the dtype and dims the graph declares.
+A blob is the 30-byte ``VH00`` header (``VulkanDelegateHeader``: flatbuffer and constant
+offsets), the ``VkGraph`` flatbuffer, then the constant bytes. Constants whose ``VkBytes``
+carry a ``named_key`` live in the program's named data store (keyed by sha256). The
+flatbuffer is read directly (``vkdiff.program.flatbuffers``) with ``schema.fbs`` as
+executorch ships it, never through flatc's JSON, which cannot carry a ``-inf`` scalar.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+import functools
+import importlib.util
+import struct
+from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 
 from vkdiff.datamodel import VK_DTYPES, Delegate, VkOp, VkTensorInfo
+from vkdiff.program.flatbuffers import FlatbufferError, Schema, parse_schema, read
+
+HEADER_MAGIC = b"VH00"
+HEADER_LENGTH = 30
+"""``VulkanDelegateHeader``: 4 bytes padding, ``VH00``, u16 header size, u32 flatbuffer offset and size, u32
+constant bytes offset, u64 constant bytes size (little endian)."""
+
+STORAGE_TYPES = {0: "BUFFER", 1: "TEXTURE_3D", 2: "TEXTURE_2D", 255: "DEFAULT_STORAGE"}
+MEMORY_LAYOUTS = {0: "TENSOR_WIDTH_PACKED", 1: "TENSOR_HEIGHT_PACKED", 2: "TENSOR_CHANNELS_PACKED",
+                  3: "PACKED_INT8_4W4C", 4: "PACKED_INT8_4H4W", 5: "PACKED_INT8_4W", 6: "PACKED_INT8_4C",
+                  8: "PACKED_INT8_4C1W", 9: "PACKED_INT8_CONV2D", 255: "DEFAULT_LAYOUT"}
+"""``VkStorageType`` / ``VkMemoryLayout`` members of ``schema.fbs`` (names as the graph runtime port reads them)."""
+
+UNSET_DTYPE = 127
 
 
-def _value_dict(vk_value: Any) -> dict[str, Any]:
-    payload = vk_value.value
-    out = {"kind": type(payload).__name__}
-    if dataclasses.is_dataclass(payload):
-        for field in dataclasses.fields(payload):
-            item = getattr(payload, field.name)
-            out[field.name] = int(item) if hasattr(item, "value") and not isinstance(item, (list, str)) else item
-    return out
+class DelegateDecodeError(ValueError):
+    """A delegate blob cannot be read (not ``VH00``, truncated, or a flatbuffer the schema does not describe)."""
 
 
-def decode(processed_bytes: bytes, named_data: Any) -> Delegate:
-    """Decode a delegate blob; ``named_data`` is the ``NamedDataStoreOutput`` of the same preprocess."""
-    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType
-    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
-        VulkanDelegateHeader, extract_vk_flatbuffer, flatbuffer_to_vk_graph)
+def schema_path() -> Path | None:
+    """``backends/vulkan/serialization/schema.fbs`` of the installed executorch (None when it is not installed)."""
+    spec = importlib.util.find_spec("executorch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / "vulkan" / "serialization" / "schema.fbs"
+    return path if path.is_file() else None
 
-    header = VulkanDelegateHeader.from_bytes(processed_bytes[: VulkanDelegateHeader.EXPECTED_LENGTH])
-    graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(processed_bytes))
-    blob = processed_bytes[header.bytes_offset : header.bytes_offset + header.bytes_size]
-    named = _named_buffers(named_data)
-    values = [_value_dict(v) for v in graph.values]
+
+@functools.lru_cache(maxsize=4)
+def vk_schema(path: Path | None = None) -> Schema:
+    """The ``VkGraph`` schema (executorch's own ``schema.fbs`` unless ``path`` names another).
+
+    Raises:
+        DelegateDecodeError: no schema file (executorch not installed and no path given).
+    """
+    path = path or schema_path()
+    if path is None:
+        raise DelegateDecodeError("decoding a Vulkan delegate needs executorch's backends/vulkan/serialization/"
+                                  "schema.fbs: install executorch (pip install executorch==1.5.1)")
+    return parse_schema(path.read_text())
+
+
+def split_blob(blob: bytes) -> tuple[bytes, bytes]:
+    """(flatbuffer, constant bytes) of a delegate blob.
+
+    Raises:
+        DelegateDecodeError: no ``VH00`` header, or offsets past the end of the blob.
+    """
+    if len(blob) < HEADER_LENGTH or blob[4:8] != HEADER_MAGIC:
+        raise DelegateDecodeError(f"not a Vulkan delegate: no {HEADER_MAGIC.decode()} header in its first "
+                                  f"{HEADER_LENGTH} bytes")
+    size, fb_offset, fb_size, bytes_offset, bytes_size = struct.unpack_from("<HIIIQ", blob, 8)
+    if size != HEADER_LENGTH:
+        raise DelegateDecodeError(f"Vulkan delegate header says {size} bytes, expected {HEADER_LENGTH}")
+    if fb_offset + fb_size > len(blob) or bytes_offset + bytes_size > len(blob):
+        raise DelegateDecodeError(f"Vulkan delegate truncated: header promises {bytes_offset + bytes_size} bytes, "
+                                  f"the blob has {len(blob)}")
+    return blob[fb_offset:fb_offset + fb_size], blob[bytes_offset:bytes_offset + bytes_size]
+
+
+def decode(processed_bytes: bytes, named_data: Mapping[str, bytes] | Any = None) -> Delegate:
+    """Decode a delegate blob; ``named_data`` maps named-data keys to bytes (or is a ``NamedDataStoreOutput``).
+
+    Raises:
+        DelegateDecodeError: the blob or its flatbuffer cannot be read, or a constant is missing.
+    """
+    flatbuffer, blob = split_blob(bytes(processed_bytes))
+    try:
+        graph = read(flatbuffer, vk_schema())
+    except (FlatbufferError, IndexError, KeyError) as exc:
+        raise DelegateDecodeError(f"VkGraph flatbuffer: {exc}") from None
+    named = named_buffers(named_data)
+    values = [_value_dict(v) for v in graph["values"]]
     tensors, constants, keys = {}, {}, {}
-    for vid, value in enumerate(graph.values):
-        if type(value.value).__name__ != "VkTensor":
+    for vid, value in enumerate(values):
+        if value["kind"] != "VkTensor":
             continue
-        t = value.value
-        info = VkTensorInfo(id=vid, dtype=np.dtype(VK_DTYPES[int(t.datatype)]).name, dims=list(t.dims),
-                            constant_id=int(t.constant_id), storage=VkStorageType(int(t.storage_type)).name,
-                            layout=VkMemoryLayout(int(t.memory_layout)).name)
+        info = _tensor_info(vid, value)
         tensors[vid] = info
         if info.constant_id >= 0:
-            ref = graph.constants[info.constant_id]
-            raw = named[ref.named_key] if ref.named_key else blob[ref.offset : ref.offset + ref.length]
-            keys[vid] = ref.named_key or f"inline:{ref.offset}"
-            constants[vid] = _as_array(raw, info)
-    ops = [VkOp(index=i, name=op.name, args=list(op.args)) for i, op in enumerate(graph.chain)]
+            constants[vid], keys[vid] = _constant(graph["constants"], info, blob, named)
+    ops = [VkOp(index=i, name=op["name"], args=[int(a) for a in op["args"]], node_id=int(op["node_id"]))
+           for i, op in enumerate(graph["chain"])]
     return Delegate(ops=ops, values=values, tensors=tensors, constants=constants, constant_keys=keys,
-                    input_ids=list(graph.input_ids), output_ids=list(graph.output_ids),
+                    input_ids=[int(i) for i in graph["input_ids"]], output_ids=[int(i) for i in graph["output_ids"]],
                     blob_size=len(processed_bytes))
 
 
-def _named_buffers(named_data: Any) -> dict[str, bytes]:
+def _value_dict(value: dict[str, Any]) -> dict[str, Any]:
+    """A ``VkValue`` as ``{"kind": <union member>, ...its fields}`` (lists as Python lists)."""
+    payload = value.get("value") or {}
+    out: dict[str, Any] = {"kind": value.get("value_type") or "Null"}
+    for name, item in payload.items():
+        out[name] = item.tolist() if isinstance(item, np.ndarray) else item
+    return out
+
+
+def _tensor_info(vid: int, value: dict[str, Any]) -> VkTensorInfo:
+    datatype = int(value["datatype"])
+    staging = int(value.get("staging_datatype", UNSET_DTYPE))
+    if datatype not in VK_DTYPES:
+        raise DelegateDecodeError(f"value %{vid}: unknown VkDataType {datatype}")
+    return VkTensorInfo(id=vid, dtype=np.dtype(VK_DTYPES[datatype]).name, dims=[int(d) for d in value["dims"]],
+                        constant_id=int(value["constant_id"]),
+                        storage=STORAGE_TYPES.get(int(value["storage_type"]), "DEFAULT_STORAGE"),
+                        layout=MEMORY_LAYOUTS.get(int(value["memory_layout"]), "DEFAULT_LAYOUT"),
+                        mem_obj_id=int(value.get("mem_obj_id", -1)),
+                        staging_dtype=np.dtype(VK_DTYPES[staging]).name if staging in VK_DTYPES else None)
+
+
+def _constant(refs: list[dict[str, Any]], info: VkTensorInfo, blob: bytes,
+              named: Mapping[str, bytes]) -> tuple[np.ndarray, str]:
+    if info.constant_id >= len(refs):
+        raise DelegateDecodeError(f"value %{info.id}: constant {info.constant_id} of {len(refs)}")
+    ref = refs[info.constant_id]
+    key = ref.get("named_key") or ""
+    if key:
+        if key not in named:
+            raise DelegateDecodeError(f"value %{info.id}: named data {key[:16]}… is not in the program")
+        raw = named[key]
+    else:
+        raw = blob[int(ref["offset"]): int(ref["offset"]) + int(ref["length"])]
+    return _as_array(raw, info), key or f"inline:{int(ref['offset'])}"
+
+
+def named_buffers(named_data: Mapping[str, bytes] | Any) -> Mapping[str, bytes]:
+    """Named data as ``key → bytes``, from a mapping or executorch's ``NamedDataStoreOutput``."""
     if named_data is None:
         return {}
-    return {key: bytes(named_data.buffers[entry.buffer_index].buffer) if hasattr(
-        named_data.buffers[entry.buffer_index], "buffer") else bytes(named_data.buffers[entry.buffer_index])
-        for key, entry in named_data.pte_data.items()}
+    if isinstance(named_data, Mapping):
+        return named_data
+    out = {}
+    for key, entry in named_data.pte_data.items():
+        buffer = named_data.buffers[entry.buffer_index]
+        out[key] = bytes(getattr(buffer, "buffer", buffer))
+    return out
 
 
 def _as_array(raw: bytes, info: VkTensorInfo) -> np.ndarray:

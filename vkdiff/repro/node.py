@@ -125,7 +125,7 @@ def record_node(ctx, cut: OneNode, *, route, tree: Path | None = None, tamper=No
     from vkdiff.device.graph.delegate import DelegateGraph
     from vkdiff.device.graph.staging import write_nchw
     from vkdiff.datamodel import Tolerance
-    from vkdiff.harness.device_models import compare_nodes, device_values, node_expectation, node_magnitudes
+    from vkdiff.verdicts.nodes import compare_nodes, device_values, node_expectation, node_magnitudes
 
     alone, device = cut.delegate, ctx.device
     trace = ctx.device = TraceDevice(device)
@@ -193,10 +193,14 @@ def repro_node(ctx, model, ident: dict[str, Any], out_dir: Path, *, node: int | 
         NodeReproError: the case never reached its nodes, no node is bad and none was named, or no such node or step.
     """
     from vkdiff.device.routing import route_for
-    from vkdiff.harness.device_models import first_diverging, run_prepared
+    from vkdiff.harness.device_models import run_prepared
     from vkdiff.repro.kernel import write_bundle
+    from vkdiff.verdicts.nodes import compare_nodes, first_diverging
 
     case_id = ident["case"]
+    if not isinstance(model, tuple) and len([d for d in model.plan.delegates if d.vulkan]) != 1:
+        raise NodeReproError(f"{case_id}: repro of a node needs a method with one Vulkan delegate (this one has "
+                             f"{len([d for d in model.plan.delegates if d.vulkan])})")
     count = 0 if isinstance(model, tuple) else len(model.delegate.ops)
     if node is not None and count and not 0 <= node < count:
         raise NodeReproError(f"--node {node}: {case_id}'s delegate has nodes 0 to {count - 1}")
@@ -207,10 +211,10 @@ def repro_node(ctx, model, ident: dict[str, Any], out_dir: Path, *, node: int | 
                              f"out ({(result.reason or '').splitlines()[0] if result.reason else 'no reason'})")
     if step is not None and not 0 <= step < len(runs):
         raise NodeReproError(f"--step {step}: {case_id} makes {len(runs)} calls (steps 0 to {len(runs) - 1})")
+    index = next(d.index for d in model.plan.delegates if d.vulkan)
+    runs = [run[index] for run in runs]
     if step is not None and step != result.metrics.get("nodes_step", 0):
-        from vkdiff.harness.device_models import compare_nodes
-
-        records = compare_nodes(model.delegate, runs[step], None)
+        records = compare_nodes(model.delegate, runs[step], None, index=index)
     else:
         records, step = result.metrics["nodes"], result.metrics.get("nodes_step", 0)
     if node is None:

@@ -173,10 +173,11 @@ class DelegateGraph:
         self.stale = stale_for(delegate, tree)
         self.graph = graph = ComputeGraph(ctx, route)
         self.values = build_values(graph, delegate)
-        self.stagings = {vid: add_input_staging(graph, self.values[vid]) for vid in delegate.input_ids}
+        tensor_inputs = [vid for vid in delegate.input_ids if isinstance(self.values[vid], Tensor)]
+        self.stagings = {vid: add_input_staging(graph, self.values[vid]) for vid in tensor_inputs}
         self.readbacks: dict[int, Readback] = {}
         if probe:
-            self.readbacks.update({vid: read_nchw(graph, self.values[vid]) for vid in delegate.input_ids})
+            self.readbacks.update({vid: read_nchw(graph, self.values[vid]) for vid in tensor_inputs})
         self.nodes: list[_BuiltNode] = []
         for operation in delegate.ops:
             built = self._add_op(operation, launcher_for(operation.name, tree), tamper)
@@ -235,6 +236,10 @@ class DelegateGraph:
         first = graph.executions == 0
         resized = False
         for vid, array in zip(delegate.input_ids, inputs):
+            if isinstance(self.values[vid], SymInt):
+                graph.set_symint(self.values[vid], int(np.asarray(array).item()))
+                resized = True
+                continue
             array = np.asarray(array).astype(delegate.tensors[vid].dtype, copy=False)
             tensor, staging = self.values[vid], self.stagings[vid]
             if tuple(array.shape) != tuple(tensor.spec.sizes):
