@@ -1,4 +1,4 @@
-"""``vkdiff`` command line: ``devices``, ``run``."""
+"""``vkdiff`` command line: ``devices``, ``run``, ``check``, ``report``, ``bisect``, ``repro``, ``cache``."""
 
 from __future__ import annotations
 
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vkdiff.entry.repro_cli import add_repro_parser
 
     add_repro_parser(sub)
+    from vkdiff.entry.check_cli import add_check_parser
+
+    add_check_parser(sub)
     report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
     report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
     report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
@@ -101,8 +104,13 @@ class Interrupts:
 
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "check":
+            from vkdiff.entry.check_cli import cmd_check
+
+            return cmd_check(args, argv[argv.index("check") + 1:])
         if args.command == "devices":
             return cmd_devices(args)
         if args.command == "report":

@@ -18,7 +18,6 @@ folder ends in one line naming the file.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import json
@@ -30,6 +29,7 @@ import numpy as np
 
 from vkdiff.datamodel import PreparedProgram, ProgramFormatError, Status, versions
 from vkdiff.datamodel.cache import write_atomic
+from vkdiff.harness.programs import ProgramCase
 
 MANIFEST = "artifacts.json"
 FORMAT = "vkdiff-artifacts/2"
@@ -37,19 +37,6 @@ FORMAT = "vkdiff-artifacts/2"
 
 class ArtifactError(ValueError):
     """An artifacts folder cannot be used (named, with what to do)."""
-
-
-@dataclasses.dataclass(kw_only=True)
-class Artifact:
-    """One model case as saved: its identity and what a device needs to judge it."""
-
-    id: str
-    ident: dict[str, Any]
-    """``device_models.identity`` of the case."""
-    model: PreparedProgram | tuple[Status, str]
-    """The prepared program, or the (status, reason) the case ended with when it could not be prepared."""
-    source: str = ""
-    """The folder it came from (for repro commands)."""
 
 
 def _stem(case_id: str) -> str:
@@ -120,7 +107,7 @@ def _read(folder: Path, case_id: str, files: Any, role: str) -> bytes:
     return data
 
 
-def _load_case(folder: Path, case_id: str, entry: Any) -> Artifact:
+def _load_case(folder: Path, case_id: str, entry: Any) -> ProgramCase:
     if not isinstance(entry, dict) or not isinstance(entry.get("ident"), dict):
         raise ArtifactError(f"--from-artifacts {folder}: {case_id}: malformed manifest entry")
     if "status" in entry:
@@ -128,7 +115,7 @@ def _load_case(folder: Path, case_id: str, entry: Any) -> Artifact:
             status, reason = Status[entry["status"][0]], str(entry["status"][1])
         except (KeyError, IndexError, TypeError):
             raise ArtifactError(f"--from-artifacts {folder}: {case_id}: malformed status in {MANIFEST}") from None
-        return Artifact(id=case_id, ident=entry["ident"], model=(status, reason), source=str(folder))
+        return ProgramCase(id=case_id, ident=entry["ident"], model=(status, reason), source=str(folder))
     files = entry.get("files")
     document = _read(folder, case_id, files, "document")
     arrays = _read(folder, case_id, files, "arrays")
@@ -143,10 +130,10 @@ def _load_case(folder: Path, case_id: str, entry: Any) -> Artifact:
         raise ArtifactError(f"--from-artifacts {folder}: {name}: {what}") from None
     except ProgramFormatError as exc:
         raise ArtifactError(f"--from-artifacts {folder}: {name}: {exc}") from None
-    return Artifact(id=case_id, ident=entry["ident"], model=model, source=str(folder))
+    return ProgramCase(id=case_id, ident=entry["ident"], model=model, source=str(folder))
 
 
-def load(folder: Path, pattern: str | None = None) -> list[Artifact]:
+def load(folder: Path, pattern: str | None = None) -> list[ProgramCase]:
     """Every saved case whose id matches ``pattern``, verified.
 
     Raises:

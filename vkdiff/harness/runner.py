@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
-from vkdiff.harness.artifacts import Artifact
+from vkdiff.harness.programs import ProgramCase
 from vkdiff.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result,
                                       Status, bucket_of)
 from vkdiff.verdicts.expectations import annotate
@@ -44,7 +44,9 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
     kernel = isinstance(case, KernelCase)
     pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
     parts = ["vkdiff", "run", "--suite", "kernels" if kernel else "models", "--cases", pattern]
-    if getattr(case, "source", ""):
+    if getattr(case, "command", ()):
+        parts = list(case.command)
+    elif getattr(case, "source", ""):
         parts += ["--from-artifacts", case.source]
     if device not in (NO_DEVICE, HOST):
         parts += ["--device", device]
@@ -121,7 +123,7 @@ class Runner:
         Vulkan-partitioned model cases."""
         if isinstance(case, KernelCase):
             return self.slugs or [NO_DEVICE]
-        if isinstance(case, Artifact):
+        if isinstance(case, ProgramCase):
             return self.slugs or [NO_DEVICE]
         return [HOST, *(self.slugs if case.partitioner.startswith("vulkan") else [])]
 
@@ -145,8 +147,8 @@ class Runner:
         kernel = isinstance(case, KernelCase)
         if kernel:
             results = [self._run_kernel(case, device, repro)]
-        elif isinstance(case, Artifact):
-            results = [self._run_artifact(case, device, repro)]
+        elif isinstance(case, ProgramCase):
+            results = [self._run_program(case, device, repro)]
         elif device != HOST:
             results = [self._run_model_on_device(case, device, repro)]
         else:
@@ -244,8 +246,8 @@ class Runner:
                               run_prepared, model=prepare_or_status(case), ident=ident, route_name=self.route,
                               tree=self.tree.path, repeat=self.repeat)
 
-    def _run_artifact(self, case: Artifact, device: str, repro: str) -> Result:
-        """A saved model case's delegate on a device (``--from-artifacts``): numpy and wgpu only."""
+    def _run_program(self, case: ProgramCase, device: str, repro: str) -> Result:
+        """A prepared program on a device (``vkdiff check``, ``--from-artifacts``): no lowering here."""
         from vkdiff.harness.device_models import run_prepared
 
         ident = {**case.ident, "repro": repro}

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["add", "sub", "mul", "div", "sigmoid", "silu", "view_copy", "squeeze_copy", "unsqueeze_copy",
+__all__ = ["add", "sub", "mul", "div", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "view_copy", "squeeze_copy", "unsqueeze_copy",
            "to_copy", "permute_copy"]
 
 
@@ -46,6 +46,27 @@ def silu(self) -> np.ndarray:
     """``x * sigmoid(x)``."""
     x = _f64(self)
     return x / (1.0 + np.exp(-x))
+
+
+def tanh(self) -> np.ndarray:
+    """``tanh(x)``: ``-1`` below ``x ≈ -19`` and ``1`` above ``19`` in float64, never NaN for finite ``x``."""
+    return np.tanh(_f64(self))
+
+
+def exp(self) -> np.ndarray:
+    """``e^x`` (``inf`` past ``x ≈ 709``; a float32 output overflows past ``88.7``)."""
+    with np.errstate(over="ignore"):
+        return np.exp(_f64(self))
+
+
+def neg(self) -> np.ndarray:
+    """``-x``."""
+    return -_f64(self)
+
+
+def abs_(self) -> np.ndarray:
+    """``|x|``."""
+    return np.abs(_f64(self))
 
 
 def view_copy(self, size: Sequence[int]) -> np.ndarray:

@@ -92,7 +92,8 @@ def node_expectation(delegate: Delegate, node, device_env: dict[int, Any]
 
 
 def compare_nodes(delegate: Delegate, run, global_env: dict[int, np.ndarray] | None, *, index: int = 0,
-                  sources: dict[int, Source] | None = None) -> list[dict[str, Any]]:
+                  sources: dict[int, Source] | None = None,
+                  handles: dict[int, list[int]] | None = None) -> list[dict[str, Any]]:
     """One record per node of delegate ``index``: local and global error of each output (and mutated state), the
     shader, host time, and where the node comes from."""
     device_env, records = device_values(delegate, run), []
@@ -105,7 +106,9 @@ def compare_nodes(delegate: Delegate, run, global_env: dict[int, np.ndarray] | N
             outputs.append(state_entry(vid, node.states_before[vid], env[vid], after, tol))
         status = max((Status[o["status"]] for o in outputs), key=lambda s: (s.is_failure(), s), default=Status.PASS)
         source = sources.get(node.index)
-        records.append({"delegate": index, "index": node.index, "node_id": node.call.op.node_id, "op": node.op,
+        node_id = node.call.op.node_id
+        records.append({"delegate": index, "index": node.index, "node_id": node_id,
+                        "debug_handles": list((handles or {}).get(node_id, [])), "op": node.op,
                         "source": source.label() if source else "", "shader": node.shader,
                         "launcher": node.launcher, "status": status.name, "outputs": outputs,
                         "host_ms": round(node.host_seconds * 1e3, 3),

@@ -63,7 +63,8 @@ def _delegate_entries(prepared: PreparedProgram, step: StepRuns) -> tuple[list[d
             continue
         ref = reference_calls[position] if position < len(reference_calls) else None
         global_env = ref.record if ref is not None and ref.skipped is None else None
-        mine = compare_nodes(entry.graph, call.record, global_env, index=call.delegate, sources=entry.sources)
+        mine = compare_nodes(entry.graph, call.record, global_env, index=call.delegate, sources=entry.sources,
+                             handles=entry.debug_handles)
         records += mine
         bad = first_diverging(mine)
         delegates.append({"delegate": call.delegate, "status": bad["status"] if bad else Status.PASS.name,
@@ -153,6 +154,11 @@ def _worst_skip(delegates: list[dict]) -> dict | None:
     return min(skipped, key=order) if skipped else None
 
 
+def _skip_text(entry: dict[str, Any], count: int) -> str:
+    at = f"node {entry['index']} ({entry['op']}): " if "index" in entry else ""
+    return (f"delegate {entry['delegate']} {entry['status']}: " if count > 1 else "") + at + entry["reason"]
+
+
 def _verdict(prepared: PreparedProgram, steps: list[dict], chosen: int, step: StepRuns, records, delegates,
              vs_eager, vs_reference, tolerance: Tolerance, build_seconds: float) -> tuple[Status, dict[str, Any]]:
     runs = [c.record for c in step.device.calls if c.skipped is None]
@@ -188,9 +194,7 @@ def _verdict(prepared: PreparedProgram, steps: list[dict], chosen: int, step: St
         ran = [d for d in delegates if "reason" not in d]
         others = (f"; {len(ran)} other delegate call(s) ran, {sum(d['nodes'] for d in ran)} nodes within tolerance"
                   if ran else "")
-        at = f"node {skip['index']} ({skip['op']}): " if "index" in skip else ""
-        named = f"delegate {skip['delegate']}: " if count > 1 else ""
-        reason = f"{where}{named}{at}{skip['reason']}{others}"
+        reason = where + "; ".join(_skip_text(d, count) for d in delegates if "reason" in d) + others
         node = {"delegate": skip["delegate"], **{k: skip[k] for k in ("index", "op") if k in skip},
                 **({"step": chosen} if len(steps) > 1 else {})}
         extra = {"traceback": skip["traceback"]} if "traceback" in skip else {}

@@ -77,6 +77,33 @@ def sigmoid_suite() -> Iterator[KernelCase]:
         yield _case("aten.sigmoid.default", "sigmoid", shape, dtype, storage, layout)
 
 
+UNARY = {"aten.tanh.default": "tanh", "aten.exp.default": "exp", "aten.neg.default": "neg", "aten.abs.default": "abs"}
+"""Activations that reach ET-VK's ``unary_op`` shaders besides sigmoid: one shape each, both dtypes and storages."""
+
+
+def unary_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
+    """N(0, 2²), plus the edges: tanh saturating (|x| ≥ 13), exp up to ``e^10`` (float16's largest finite value
+    is 65504: ``e^13.5`` overflows, to ``inf`` in a buffer but to 65504 in an ``rgba16f`` texture on lavapipe)."""
+    x = _x(case, rng)
+    flat = x.reshape(-1)
+    edges = [-20.0, -13.5, 5.0, 10.0] if case.op == "aten.exp.default" else [-20.0, -13.5, 13.5, 30.0]
+    flat[:4] = np.array(edges, case.np_dtype)
+    return {"self": x}
+
+
+def _unary_suite(op: str, name: str) -> None:
+    @register_test_suite(op, make_args=unary_args)
+    def suite() -> Iterator[KernelCase]:
+        for dtype, storage in itertools.product(("fp32", "fp16"), ("buffer", "texture3d")):
+            yield _case(op, name, SHAPES[1], dtype, storage, "width")
+
+    suite.__qualname__ = f"{name}_suite"
+
+
+for _op, _name in UNARY.items():
+    _unary_suite(_op, _name)
+
+
 @register_test_suite("aten.view_copy.default", make_args=view_args)
 def view_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():

@@ -1,0 +1,187 @@
+"""``vkdiff check``: a user's program, module or LLM config, node by node on every Vulkan device."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+from vkdiff.entry.options import parse_limits_profile, parse_repeat, parse_route, parse_timeout
+
+
+def add_check_parser(sub) -> None:
+    check = sub.add_parser(
+        "check", help="Check a .pte, a module factory or an LLM config node by node on every Vulkan device",
+        description="SUBJECT is a program (model.pte), a module factory (model.py:make, with --recipe), or an "
+                    "artifacts folder; or give --llama params.json.")
+    check.add_argument("subject", metavar="SUBJECT", nargs="?", default=None,
+                       help="model.pte, path/to/file.py:factory, or a --save-artifacts folder")
+    check.add_argument("--recipe", metavar="R", default=None, help="Quantization recipe of a module (fp32, 4w, 8da4w, "
+                       "8da4w-fp32zp, emb4w, pt2e-..., as the catalogue names them)")
+    check.add_argument("--partitioner", metavar="P", default="vulkan", help="Partitioner of a module (default vulkan)")
+    check.add_argument("--llama", metavar="PARAMS.json", default=None,
+                       help="An LLM config: export it with export_llama and check it as a generation")
+    check.add_argument("--checkpoint", metavar="FILE", default=None, help="Checkpoint of --llama (default: weights "
+                       "generated from a seed)")
+    check.add_argument("--qmode", choices=("4w", "8da4w"), default="8da4w", help="--llama quantization mode")
+    check.add_argument("--group-size", type=int, default=32, help="--llama weight group size")
+    check.add_argument("--embedding-quantize", metavar="BITS,GROUP", default=None, help="--llama -E, e.g. 4,32")
+    check.add_argument("--prompt-len", type=int, default=7, help="--llama prefill length")
+    check.add_argument("--decode-steps", type=int, default=3, help="--llama greedy decode steps after the prefill")
+    check.add_argument("--inputs", metavar="FILE.npz|.pt", default=None, help="Inputs of the first call")
+    check.add_argument("--method", metavar="NAME", default=None, help="Method to check (default: every method "
+                       "with a Vulkan delegate)")
+    check.add_argument("--etrecord", metavar="FILE", default=None, help="ETRecord of the program: names each node's "
+                       "module path and source line")
+    check.add_argument("--shapes", metavar="SIZES", action="append", default=[],
+                       help="Extra call at sizes below the bound, each tensor input's sizes as 1x3x16, inputs "
+                            "separated by commas (repeatable)")
+    check.add_argument("--int-range", metavar="LO:HI", default=None, help="Range of generated integer inputs")
+    check.add_argument("--atol", type=float, default=None, help="Absolute tolerance of the method output")
+    check.add_argument("--rtol", type=float, default=None, help="Relative tolerance of the method output")
+    check.add_argument("--device", metavar="SLUG", action="append", default=[],
+                       help="Adapter slug or name substring, repeatable (default: every Vulkan adapter)")
+    check.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
+    check.add_argument("--route", metavar="PROFILE", type=parse_route, default="native", help="Routing profile")
+    check.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
+                       help="Mobile limits profile")
+    check.add_argument("--repeat", metavar="N", type=parse_repeat, default=1, help="Run N times, compare bitwise")
+    check.add_argument("--timeout", metavar="SECONDS", type=parse_timeout, default=None,
+                       help="Device work in a child per device, a hang ends ERROR after this long")
+    check.add_argument("--seed", metavar="INT", type=int, default=0, help="Seed of generated inputs")
+    check.add_argument("-r", "--report", metavar="DIR", default=None, help="Write HTML reports to DIR")
+    check.add_argument("--results", metavar="FILE.jsonl", default=None,
+                       help="Results file (default: vkdiff-results/check-<time>.jsonl)")
+    check.add_argument("--allow-empty", action="store_true", help="Exit 0 even when no delegate ran")
+    check.add_argument("-v", "--verbose", action="store_true", help="Show what the libraries print")
+
+
+def _options(args: argparse.Namespace):
+    from vkdiff.harness import inputs as program_inputs
+    from vkdiff.harness.programs import CheckOptions, SubjectError
+
+    try:
+        shapes = [program_inputs.parse_shapes(s) for s in args.shapes]
+        int_range = program_inputs.parse_int_range(args.int_range) if args.int_range else None
+    except program_inputs.InputError as exc:
+        raise SubjectError(str(exc)) from None
+    for flag, path in (("--inputs", args.inputs), ("--etrecord", args.etrecord), ("--checkpoint", args.checkpoint)):
+        if path is not None and not Path(path).is_file():
+            raise SubjectError(f"{flag} {path}: no such file")
+    return CheckOptions(method=args.method, inputs=Path(args.inputs) if args.inputs else None, shapes=shapes,
+                        int_range=int_range, seed=args.seed, atol=args.atol, rtol=args.rtol,
+                        etrecord=Path(args.etrecord) if args.etrecord else None)
+
+
+def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, list, Any]:
+    """(program cases for devices, host results, the module case or None) of the command's subject.
+
+    Raises:
+        SubjectError: one line on what is wrong with the subject or its options.
+    """
+    from vkdiff.harness.programs import SubjectError, check_command, pte_cases
+
+    options, command = _options(args), check_command(argv)
+    subject = args.subject
+    if args.llama is not None:
+        from vkdiff.harness.llama import llama_case
+
+        case = llama_case(Path(args.llama), checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+                          qmode=args.qmode, group_size=args.group_size, embedding_quantize=args.embedding_quantize,
+                          prompt_len=args.prompt_len, decode_steps=args.decode_steps)
+        return _module(case, options, command)
+    if subject is None:
+        raise SubjectError("give a SUBJECT (model.pte, file.py:factory, an artifacts folder) or --llama params.json")
+    path = Path(subject)
+    if path.is_dir():
+        from vkdiff.harness.artifacts import ArtifactError, load
+
+        try:
+            return load(path), [], None
+        except ArtifactError as exc:
+            raise SubjectError(str(exc)) from None
+    if ":" in subject and subject.rsplit(":", 1)[0].endswith(".py"):
+        from vkdiff.harness.programs import module_case
+
+        if args.recipe is None:
+            raise SubjectError(f"{subject}: a module needs --recipe (fp32, 4w, 8da4w, ...)")
+        return _module(module_case(subject, args.recipe, args.partitioner), options, command)
+    if args.recipe is not None:
+        raise SubjectError(f"--recipe {args.recipe}: {subject} is a program; recipes apply to module factories")
+    return pte_cases(path, options, command), [], None
+
+
+def _module(case, options, command) -> tuple[list, list, Any]:
+    from vkdiff.harness.models import check_case
+    from vkdiff.harness.programs import module_cases
+
+    cases, _ = module_cases(case, options, command)
+    return cases, check_case(case), case
+
+
+def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from rich.console import Console
+
+    from vkdiff.entry.cli import (Interrupts, UsageError, _resolve_inputs, check_outputs, print_summary,
+                                  report_line, run_exit_code, summarize, write_report)
+    from vkdiff.harness.programs import SubjectError
+    from vkdiff.harness.runner import Runner
+    from vkdiff.reports import inspector
+    from vkdiff.store import ResultStore
+
+    console = Console(stderr=True, soft_wrap=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    results_path = Path(args.results or f"vkdiff-results/check-{stamp}.jsonl")
+    check_outputs((results_path, "--results", False), (args.report, "--report", True))
+    try:
+        cases, host, _ = _quiet(args.verbose, subject_cases, args, argv)
+    except SubjectError as exc:
+        raise UsageError(str(exc)) from None
+    tree, devices = _resolve_inputs(args, console)
+    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
+                    route=args.route, limits_profile=args.limits_profile, timeout=args.timeout)
+    store = ResultStore(results_path)
+    results = []
+    for result in host:
+        store.append(result)
+        results.append(result)
+        report_line(result, console)
+    with Interrupts(console) as interrupts:
+        try:
+            for case in cases:
+                for device in runner.devices_for(case):
+                    if interrupts.received:
+                        break
+                    for result in _quiet(args.verbose, runner.run, case, device):
+                        store.append(result)
+                        results.append(result)
+                        report_line(result, console)
+                        _first_bad_line(result, console)
+        finally:
+            runner.close()
+    print_summary(summarize(results), console)
+    console.print(f"results: {results_path}", markup=False)
+    for written in inspector.write(results, results_path.parent / f"{results_path.stem}.nodes"):
+        console.print(f"node table: {written}", markup=False)
+    if args.report:
+        write_report([results_path], Path(args.report), console)
+    return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def _quiet(verbose: bool, fn, *args, **kwargs):
+    """Run ``fn`` with the libraries' chatter captured, unless ``-v``."""
+    if verbose:
+        return fn(*args, **kwargs)
+    from vkdiff.lowering.edge import quiet_libraries
+
+    with quiet_libraries():
+        return fn(*args, **kwargs)
+
+
+def _first_bad_line(result, console) -> None:
+    """The first diverging node of a failing device result, where it comes from."""
+    node = result.node or {}
+    if node.get("source") and result.verdict.is_failure():
+        console.print(f"  first bad node: delegate {node.get('delegate', 0)} node {node.get('index')} "
+                      f"{node.get('op', '')} ({node['source']})", markup=False, style="red")

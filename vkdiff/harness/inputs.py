@@ -1,0 +1,167 @@
+"""A method's inputs: read from the user's file and checked against the program's input specs, or generated, seeded.
+
+Generated inputs are seeded from the program's sha256, the method and the session seed,
+so every device and every rerun sees the same data. Floats are ``N(0, 1)`` (never zeros,
+never all equal); booleans are fair coins; an integer input (token ids, positions) has no
+range the program can tell, so it needs ``--int-range LO:HI`` or an inputs file. Every
+problem is an ``InputError``: one line naming the input and what the program expects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from vkdiff.datamodel import Method
+
+
+class InputError(ValueError):
+    """The given inputs do not fit the method (count, shape, dtype), or cannot be generated."""
+
+
+def describe(spec: dict[str, Any]) -> str:
+    """``float32[1, 5, 16]`` (``≤`` sizes for a bounded dynamic tensor), ``Int``…"""
+    if spec.get("kind") != "Tensor":
+        return spec.get("kind", "?")
+    bound = "≤" if spec.get("dynamism") else ""
+    return f"{spec['dtype']}[{bound}{', '.join(map(str, spec['sizes']))}]"
+
+
+def parse_shapes(text: str) -> list[list[int]]:
+    """``--shapes 1x3x16,7`` → sizes of each tensor input of one call (``x`` between sizes, ``,`` between inputs).
+
+    Raises:
+        InputError: not sizes.
+    """
+    try:
+        return [[int(s) for s in item.split("x")] if item else [] for item in text.split(",")]
+    except ValueError:
+        raise InputError(f"--shapes {text!r}: give each tensor input's sizes as 1x3x16, inputs separated by commas"
+                         ) from None
+
+
+def parse_int_range(text: str) -> tuple[int, int]:
+    """``--int-range 0:256`` → (0, 256), high exclusive.
+
+    Raises:
+        InputError: not ``LO:HI`` with LO < HI.
+    """
+    low, sep, high = text.partition(":")
+    try:
+        bounds = (int(low), int(high))
+    except ValueError:
+        bounds = (0, 0)
+    if not sep or bounds[0] >= bounds[1]:
+        raise InputError(f"--int-range {text!r}: give LO:HI with LO < HI (HI exclusive), e.g. 0:32000")
+    return bounds
+
+
+def _seed(sha256: str, method: str, call: int, session_seed: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{sha256}:{method}:{call}:{session_seed}".encode()).digest()[:8], "little")
+
+
+def generate(method: Method, sha256: str, *, sizes: Sequence[Sequence[int]] | None = None, call: int = 0,
+             session_seed: int = 0, int_range: tuple[int, int] | None = None) -> list[Any]:
+    """Seeded inputs for one call (``sizes``: each tensor input's sizes, when below the bound).
+
+    Raises:
+        InputError: an integer input without ``int_range``, or sizes beyond a tensor's bound.
+    """
+    rng = np.random.default_rng(_seed(sha256, method.name, call, session_seed))
+    tensors = [i for i, spec in enumerate(method.input_specs()) if spec.get("kind") == "Tensor"]
+    if sizes is not None and len(sizes) != len(tensors):
+        raise InputError(f"--shapes gives {len(sizes)} sizes, method {method.name!r} has {len(tensors)} tensor "
+                         f"inputs ({', '.join(describe(method.input_specs()[i]) for i in tensors)})")
+    out = []
+    for position, spec in enumerate(method.input_specs()):
+        name = f"input {position} ({describe(spec)})"
+        if spec.get("kind") != "Tensor":
+            if spec.get("kind") != "Int" or int_range is None:
+                raise InputError(f"method {method.name!r} {name}: a scalar input vkdiff cannot invent; give "
+                                 f"--inputs FILE" + (" or --int-range LO:HI" if spec.get("kind") == "Int" else ""))
+            out.append(int(rng.integers(*int_range)))
+            continue
+        shape = list(sizes[tensors.index(position)]) if sizes is not None else list(spec["sizes"])
+        _check_bound(method, position, spec, shape)
+        out.append(_draw(rng, spec["dtype"], shape, int_range, f"method {method.name!r} {name}"))
+    return out
+
+
+def _draw(rng: np.random.Generator, dtype: str, shape: list[int], int_range, what: str) -> np.ndarray:
+    if dtype in ("float32", "float16", "float64", "bfloat16"):
+        return rng.standard_normal(shape).astype("float32" if dtype == "bfloat16" else dtype)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if int_range is None:
+        raise InputError(f"{what}: an integer input (token ids, positions?) whose valid range vkdiff cannot know; "
+                         f"give --int-range LO:HI or --inputs FILE")
+    return rng.integers(int_range[0], int_range[1], size=shape).astype(dtype)
+
+
+def _check_bound(method: Method, position: int, spec: dict[str, Any], shape: Sequence[int]) -> None:
+    bound = list(spec["sizes"])
+    static = not spec.get("dynamism")
+    if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)) or (static and list(shape) != bound):
+        limit = "exactly" if static else "at most"
+        raise InputError(f"method {method.name!r} input {position}: sizes {list(shape)} do not fit "
+                         f"{describe(spec)} ({limit} {bound})")
+
+
+def load(path: Path, method: Method) -> list[Any]:
+    """Inputs from an ``.npz`` (keys in order: ``arr_0``… or ``0``, ``1``…; no pickles) or a ``.pt`` (a tuple or
+    list of tensors; loaded with ``weights_only=True``), checked against the method's specs.
+
+    Raises:
+        InputError: unreadable, wrong count, shape or dtype (named with the expected spec).
+    """
+    if not path.is_file():
+        raise InputError(f"--inputs {path}: no such file")
+    if path.suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                keys = sorted(npz.files, key=lambda k: (int(k.rsplit("_", 1)[-1]) if k.rsplit("_", 1)[-1].isdigit()
+                                                        else 1 << 30, k))
+                values = [npz[k] for k in keys]
+        except (ValueError, OSError) as exc:
+            raise InputError(f"--inputs {path}: not a readable .npz without pickles ({exc})") from None
+    elif path.suffix == ".pt":
+        values = _load_pt(path)
+    else:
+        raise InputError(f"--inputs {path}: give an .npz (numpy.savez) or a .pt (torch.save of a tuple of tensors)")
+    return check(values, method, str(path))
+
+
+def _load_pt(path: Path) -> list[Any]:
+    import torch
+
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many kinds for a bad or unsafe file
+        raise InputError(f"--inputs {path}: not a .pt of tensors torch can load safely ({type(exc).__name__})") from None
+    items = list(loaded) if isinstance(loaded, (tuple, list)) else [loaded]
+    return [x.detach().float().numpy() if x.dtype == torch.bfloat16 else x.detach().numpy()
+            if isinstance(x, torch.Tensor) else x for x in items]
+
+
+def check(values: Sequence[Any], method: Method, where: str) -> list[Any]:
+    """``values`` as the method's inputs, each checked against its spec (count, rank, bound, dtype kind)."""
+    specs = method.input_specs()
+    if len(values) != len(specs):
+        raise InputError(f"--inputs {where}: {len(values)} inputs, method {method.name!r} takes {len(specs)} "
+                         f"({', '.join(describe(s) for s in specs)})")
+    out = []
+    for position, (value, spec) in enumerate(zip(values, specs)):
+        if spec.get("kind") != "Tensor":
+            out.append(value.item() if isinstance(value, np.ndarray) and value.size == 1 else value)
+            continue
+        array = np.asarray(value)
+        _check_bound(method, position, spec, array.shape)
+        wanted = np.dtype("float32" if spec["dtype"] == "bfloat16" else spec["dtype"])
+        if array.dtype.kind != wanted.kind and not (array.dtype.kind in "iu" and wanted.kind in "iu"):
+            raise InputError(f"--inputs {where}: input {position} is {array.dtype}{list(array.shape)}, method "
+                             f"{method.name!r} expects {describe(spec)}")
+        out.append(array.astype(wanted, copy=False))
+    return out

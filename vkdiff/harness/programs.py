@@ -1,0 +1,259 @@
+"""A user's program as cases: a ``.pte``, a module factory lowered with a recipe, or a saved artifact.
+
+Each becomes one ``ProgramCase`` per method checked: a ``PreparedProgram`` (its calls'
+inputs, eager's outputs when a module was given, the tolerance) plus the identity its
+results carry. The runner runs a ``ProgramCase`` on every adapter exactly as it runs a
+catalogue model case's program. Everything here that can fail on the user's input raises
+``SubjectError`` with one line naming the input and what to do, before any device work.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from vkdiff.datamodel import PreparedProgram, Program, Status, Tolerance
+from vkdiff.harness import inputs as program_inputs
+
+
+class SubjectError(ValueError):
+    """The program, module, inputs or options cannot be checked as given (one line: what and what to do)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class ProgramCase:
+    """One method of a program to run on devices: what they need and the identity of its results."""
+
+    id: str
+    ident: dict[str, Any]
+    """Fields every result of the case carries (``case``, ``op``, ``variant``, ``rule``, ``knobs``, ``seed``)."""
+    model: PreparedProgram | tuple[Status, str]
+    """The prepared program, or the (status, reason) it ended with when it could not be prepared."""
+    source: str = ""
+    """The artifacts folder it came from (for repro commands), or empty."""
+    command: tuple[str, ...] = ()
+    """The ``vkdiff check`` command that reruns it (device and profile flags are added per result)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class CheckOptions:
+    """How to check a subject: the options of ``vkdiff check``."""
+
+    method: str | None = None
+    inputs: Path | None = None
+    shapes: Sequence[Sequence[Sequence[int]]] = ()
+    """Below-bound calls: each tensor input's sizes per extra call."""
+    int_range: tuple[int, int] | None = None
+    seed: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    etrecord: Path | None = None
+
+
+def default_tolerance(program: Program) -> Tolerance:
+    """The method-output bound: percent-level for fp16 delegates or dynamically quantized activations, else 1e-4."""
+    graphs = [d.graph for m in program.methods.values() for d in m.delegates if d.graph is not None]
+    fp16 = any(t.dtype == "float16" for g in graphs for t in g.tensors.values())
+    dynamic = any(op.name.startswith("torchao.choose_qparams") for g in graphs for op in g.ops)
+    rtol = 2e-2 if fp16 or dynamic else 1e-4
+    return Tolerance(atol=rtol, rtol=rtol)
+
+
+def _tolerance(program: Program, options: CheckOptions) -> Tolerance:
+    base = default_tolerance(program)
+    return Tolerance(atol=base.atol if options.atol is None else options.atol,
+                     rtol=base.rtol if options.rtol is None else options.rtol)
+
+
+def methods_to_check(program: Program, method: str | None) -> list[str]:
+    """``method``, or every method with a Vulkan delegate.
+
+    Raises:
+        SubjectError: an unknown method, or no Vulkan delegate at all.
+    """
+    if method is not None:
+        if method not in program.methods:
+            raise SubjectError(f"--method {method}: {program.name} has methods {', '.join(sorted(program.methods))}")
+        if not any(d.vulkan for d in program.methods[method].delegates):
+            raise SubjectError(f"--method {method}: {program.name}'s method {method!r} has no Vulkan delegate; "
+                               f"nothing for a Vulkan device to check")
+        return [method]
+    found = program.vulkan_methods()
+    if not found:
+        backends = sorted({d.backend for m in program.methods.values() for d in m.delegates}) or ["none"]
+        raise SubjectError(f"{program.name}: no Vulkan delegate in any method (delegates: {', '.join(backends)}); "
+                           f"lower it with VulkanPartitioner to check it on a Vulkan device")
+    return found
+
+
+def calls_for(program: Program, method: str, options: CheckOptions) -> list[list[Any]]:
+    """The method's calls: the user's inputs (or seeded ones) at their sizes, then one per ``--shapes``."""
+    plan = program.methods[method]
+    try:
+        if options.inputs is not None:
+            first = program_inputs.load(options.inputs, plan)
+        else:
+            first = program_inputs.generate(plan, program.sha256, session_seed=options.seed,
+                                            int_range=options.int_range)
+        more = [program_inputs.generate(plan, program.sha256, sizes=sizes, call=k + 1, session_seed=options.seed,
+                                        int_range=options.int_range) for k, sizes in enumerate(options.shapes)]
+    except program_inputs.InputError as exc:
+        raise SubjectError(str(exc)) from None
+    return [first, *more]
+
+
+def pte_cases(path: Path, options: CheckOptions, command: Sequence[str]) -> list[ProgramCase]:
+    """One case per method of the ``.pte`` at ``path`` that has a Vulkan delegate (or ``--method``).
+
+    Raises:
+        SubjectError: not a program, truncated, no Vulkan delegate, an unknown method, or bad inputs.
+    """
+    from vkdiff.program.pte import ProgramLoadError, load_pte
+
+    if not path.is_file():
+        raise SubjectError(f"{path}: no such file")
+    try:
+        program = load_pte(path.read_bytes(), path.name)
+    except ProgramLoadError as exc:
+        raise SubjectError(str(exc)) from None
+    if options.etrecord is not None:
+        from vkdiff.harness.etrecord import attach_etrecord
+
+        attach_etrecord(program, options.etrecord)
+    cases = []
+    for method in methods_to_check(program, options.method):
+        model = PreparedProgram(case_id=f"{path.name}::{method}", program=program, method=method,
+                                steps=calls_for(program, method, options), tolerance=_tolerance(program, options))
+        cases.append(_case(model, program, method, "pte", command))
+    return cases
+
+
+def _case(model: PreparedProgram, program: Program, method: str, kind: str, command: Sequence[str],
+          knobs: dict[str, Any] | None = None) -> ProgramCase:
+    ident = dict(case=model.case_id, op=kind, variant=method, rule="device",
+                 knobs={"program": program.name, "method": method, "sha256": program.sha256[:16], **(knobs or {})},
+                 seed=0)
+    return ProgramCase(id=model.case_id, ident=ident, model=model,
+                       command=(*command, *(("--method", method) if len(program.methods) > 1 else ())))
+
+
+def load_factory(spec: str) -> tuple[Any, tuple, Any, str]:
+    """``path.py:factory`` → (module, example inputs, dynamic shapes or None, case name).
+
+    Raises:
+        SubjectError: no such file or function, it raised, or it returned something else.
+    """
+    file, sep, name = spec.rpartition(":")
+    path = Path(file)
+    if not sep or not name or path.suffix != ".py":
+        raise SubjectError(f"{spec}: give a module factory as path/to/file.py:function")
+    if not path.is_file():
+        raise SubjectError(f"{spec}: no such file {path}")
+    module_name = f"vkdiff_user_{abs(hash(str(path.resolve())))}"
+    try:
+        loader = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[module_name] = module
+        loader.loader.exec_module(module)
+        factory = getattr(module, name)
+    except AttributeError:
+        raise SubjectError(f"{spec}: {path} has no function {name!r}") from None
+    except Exception as exc:
+        raise SubjectError(f"{spec}: importing {path} raised {type(exc).__name__}: {exc}") from None
+    try:
+        made = factory()
+    except Exception as exc:
+        raise SubjectError(f"{spec}: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise SubjectError(f"{spec}: the factory must return (module, example_inputs[, dynamic_shapes]), got "
+                           f"{type(made).__name__}")
+    model, example = made[0], made[1]
+    example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
+    return model, example, made[2] if len(made) == 3 else None, f"{path.stem}.{name}"
+
+
+def module_case(spec: str, recipe: str, partitioner: str):
+    """The catalogue-shaped ``ModelCase`` of a user's factory (lowered exactly as catalogue cases are).
+
+    Raises:
+        SubjectError: an unknown recipe or partitioner, or the factory failed.
+    """
+    from vkdiff.cases.model_case import ModelCase
+    from vkdiff.lowering.recipes import PARTITIONERS, RECIPES
+
+    if recipe not in RECIPES or recipe.startswith("llm-"):
+        raise SubjectError(f"--recipe {recipe}: choose one of {', '.join(r for r in RECIPES if not r.startswith('llm-'))}")
+    if partitioner not in PARTITIONERS:
+        raise SubjectError(f"--partitioner {partitioner}: choose one of {', '.join(PARTITIONERS)}")
+    model, example, dynamic, name = load_factory(spec)
+    model.eval()
+    return ModelCase(name=name, build=lambda: copy.deepcopy(model), inputs=lambda generator: example, recipe=recipe,
+                     partitioner=partitioner, rules=("numerics",), dynamic_shapes=dynamic)
+
+
+def module_cases(case, options: CheckOptions, command: Sequence[str]) -> tuple[list[ProgramCase], Any]:
+    """Lower a module case and prepare its program (eager's outputs as the oracle); (cases, the lowering).
+
+    A lowering failure is not a usage error: its ``LOWER_FAIL`` is the result, and the device cases are ``NOT_RUN``.
+    """
+    from vkdiff.harness.device_models import eager_run
+    from vkdiff.lowering.edge import LowerError, quiet_libraries
+    from vkdiff.lowering.lower import lower
+
+    try:
+        with quiet_libraries():
+            lowered = lower(case)
+    except LowerError as exc:
+        model = (Status.NOT_RUN, f"lowering failed (see the cpu results): {exc}")
+        ident = dict(case=case.id, op=case.name, variant=case.variant, rule="device", knobs=case.knobs, seed=0)
+        return [ProgramCase(id=case.id, ident=ident, model=model, command=tuple(command))], None
+    program = lowered.program()
+    found = program.vulkan_methods()
+    if not found:
+        model = (Status.NOT_RUN, "the lowered program has no Vulkan delegate (the cpu results check it against eager)")
+        ident = dict(case=case.id, op=case.name, variant=case.variant, rule="device", knobs=case.knobs, seed=0)
+        return [ProgramCase(id=case.id, ident=ident, model=model, command=tuple(command))], lowered
+    run = eager_run(case)
+    calls = [[np.asarray(x) for x in run.inputs[0]]]
+    more = calls_for(program, "forward", dataclasses.replace(options, inputs=None))[1:] if options.shapes else []
+    expected = run.outputs + [_eager_of(case, call) for call in more]
+    model = PreparedProgram(case_id=case.id, program=program, method="forward", steps=calls + more,
+                            expected=expected, tolerance=_tolerance(program, options))
+    pc = _case(model, program, "forward", case.name, command, case.knobs)
+    pc.ident.update(variant=case.variant)
+    return [pc], lowered
+
+
+def _eager_of(case, call: list[Any]) -> np.ndarray:
+    """Eager's outputs for one below-bound call."""
+    import torch
+
+    from vkdiff.harness.models import eager, flat_outputs
+
+    model, _, _ = eager(case)
+    with torch.no_grad():
+        return flat_outputs(model(*[torch.from_numpy(np.asarray(x)) for x in call]))
+
+
+def check_command(argv: Sequence[str]) -> tuple[str, ...]:
+    """The ``vkdiff check`` words of ``argv`` that select the subject (not devices, profiles or outputs)."""
+    drop = {"--device", "--route", "--limits-profile", "--results", "-r", "--report", "--repeat", "--timeout",
+            "--et-src", "--inspector"}
+    out, skip = ["vkdiff", "check"], False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word in drop:
+            skip = True
+            continue
+        if any(word.startswith(flag + "=") for flag in drop):
+            continue
+        out.append(word)
+    return tuple(out)
