@@ -61,7 +61,7 @@ class DelegateEntry:
     backend: str
     """``VulkanBackend``, ``XnnpackBackend``, ..."""
     compile_specs: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Compile specs as the program stores them (values as text, hex when not UTF-8)."""
+    """Compile specs as the program stores them (values as hex)."""
     graph: Delegate | None = None
     """The decoded ``VkGraph`` (Vulkan delegates only)."""
     blob_size: int = 0

@@ -139,6 +139,8 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except SubjectError as exc:
         raise UsageError(str(exc)) from None
     tree, devices = _resolve_inputs(args, console)
+    for note in [n for case in cases for n in getattr(case, "notes", [])]:
+        console.print(f"note: {note}", markup=False, style="yellow")
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
                     route=args.route, limits_profile=args.limits_profile, timeout=args.timeout)
     store = ResultStore(results_path)

@@ -39,6 +39,8 @@ class ProgramCase:
     """The artifacts folder it came from (for repro commands), or empty."""
     command: tuple[str, ...] = ()
     """The ``vkdiff check`` command that reruns it (device and profile flags are added per result)."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """What the user should know before reading its results (an ETRecord that maps no sources)."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -122,15 +124,20 @@ def pte_cases(path: Path, options: CheckOptions, command: Sequence[str]) -> list
         program = load_pte(path.read_bytes(), path.name)
     except ProgramLoadError as exc:
         raise SubjectError(str(exc)) from None
+    notes = []
     if options.etrecord is not None:
-        from vkdiff.harness.etrecord import attach_etrecord
+        from vkdiff.lowering.etrecord import EtrecordError, attach_etrecord
 
-        attach_etrecord(program, options.etrecord)
+        try:
+            notes = attach_etrecord(program, options.etrecord)
+        except EtrecordError as exc:
+            raise SubjectError(str(exc)) from None
     cases = []
     for method in methods_to_check(program, options.method):
         model = PreparedProgram(case_id=f"{path.name}::{method}", program=program, method=method,
                                 steps=calls_for(program, method, options), tolerance=_tolerance(program, options))
         cases.append(_case(model, program, method, "pte", command))
+        cases[-1].notes = [n for n in notes if n.startswith(f"{method}/")]
     return cases
 
 

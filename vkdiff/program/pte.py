@@ -131,14 +131,8 @@ def _constant(tensor: Any, program: Any, named: dict[str, bytes]) -> np.ndarray:
 
 def _delegate(index: int, delegate: Any, program: Any, named: dict[str, bytes]) -> DelegateEntry:
     blob = bytes(program.backend_delegate_data[delegate.processed.index].data)
-    specs = {spec.key: _spec_text(spec.value) for spec in delegate.compile_specs}
+    specs = {spec.key: bytes(spec.value).hex() for spec in delegate.compile_specs}
     graph = decode(blob, named) if delegate.id == VULKAN_BACKEND else None
     return DelegateEntry(index=index, backend=delegate.id, compile_specs=specs, graph=graph, blob_size=len(blob),
                          sha256=hashlib.sha256(blob).hexdigest())
 
-
-def _spec_text(value: bytes) -> str:
-    try:
-        return bytes(value).decode("utf-8")
-    except UnicodeDecodeError:
-        return bytes(value).hex()
