@@ -29,3 +29,28 @@ def two_partitions():
     """Seeded ``TwoPartitions`` and a ``[4, 64]`` input."""
     torch.manual_seed(20261126)
     return TwoPartitions().eval(), (torch.randn(4, 64),)
+
+
+class MaskedAttention(nn.Module):
+    """A pre-norm self-attention block with a causal mask built as ``full(-inf).triu(1)`` (a -inf scalar)."""
+
+    def __init__(self, width: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        mask = torch.full((t, t), float("-inf")).triu(1)
+        attention = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5 + mask, dim=-1)
+        return x + self.proj((attention @ v).transpose(1, 2).reshape(b, t, d))
+
+
+def masked_attention():
+    """Seeded ``MaskedAttention`` and a ``[1, 5, 16]`` input."""
+    torch.manual_seed(20261127)
+    return MaskedAttention().eval(), (torch.randn(1, 5, 16),)

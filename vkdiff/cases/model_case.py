@@ -50,6 +50,8 @@ class ModelCase:
     """Calls after the first one (decode steps) a generation case makes on devices."""
     dynamic_shapes: Any = None
     """``torch.export``'s ``dynamic_shapes`` for the example inputs (None: static)."""
+    tolerance: Any = None
+    """A ``Tolerance`` of the model output against eager that replaces vkdiff's policy (a user's own), or None."""
 
     @property
     def id(self) -> str:

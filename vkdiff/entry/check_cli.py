@@ -80,6 +80,7 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
     Raises:
         SubjectError: one line on what is wrong with the subject or its options.
     """
+    from vkdiff.datamodel import Tolerance
     from vkdiff.harness.programs import SubjectError, check_command, pte_cases
 
     options, command = _options(args), check_command(argv)
@@ -106,7 +107,9 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
 
         if args.recipe is None:
             raise SubjectError(f"{subject}: a module needs --recipe (fp32, 4w, 8da4w, ...)")
-        return _module(module_case(subject, args.recipe, args.partitioner), options, command)
+        tolerance = (Tolerance(atol=args.atol or 0.0, rtol=args.rtol or 0.0)
+                     if args.atol is not None or args.rtol is not None else None)
+        return _module(module_case(subject, args.recipe, args.partitioner, tolerance=tolerance), options, command)
     if args.recipe is not None:
         raise SubjectError(f"--recipe {args.recipe}: {subject} is a program; recipes apply to module factories")
     return pte_cases(path, options, command), [], None
@@ -123,8 +126,9 @@ def _module(case, options, command) -> tuple[list, list, Any]:
 def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from rich.console import Console
 
-    from vkdiff.entry.cli import (Interrupts, UsageError, _resolve_inputs, check_outputs, print_summary,
-                                  report_line, run_exit_code, summarize, write_report)
+    from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, print_summary, report_line,
+                                       resolve_inputs, run_exit_code, summarize, write_report)
+    from vkdiff.harness.check import run_cases
     from vkdiff.harness.programs import SubjectError
     from vkdiff.harness.runner import Runner
     from vkdiff.reports import inspector
@@ -138,30 +142,18 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         cases, host, _ = _quiet(args.verbose, subject_cases, args, argv)
     except SubjectError as exc:
         raise UsageError(str(exc)) from None
-    tree, devices = _resolve_inputs(args, console)
+    tree, devices = resolve_inputs(args, console)
     for note in [n for case in cases for n in getattr(case, "notes", [])]:
         console.print(f"note: {note}", markup=False, style="yellow")
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
                     route=args.route, limits_profile=args.limits_profile, timeout=args.timeout)
-    store = ResultStore(results_path)
-    results = []
-    for result in host:
-        store.append(result)
-        results.append(result)
+    def shown(result) -> None:
         report_line(result, console)
+        _first_bad_line(result, console)
+
     with Interrupts(console) as interrupts:
-        try:
-            for case in cases:
-                for device in runner.devices_for(case):
-                    if interrupts.received:
-                        break
-                    for result in _quiet(args.verbose, runner.run, case, device):
-                        store.append(result)
-                        results.append(result)
-                        report_line(result, console)
-                        _first_bad_line(result, console)
-        finally:
-            runner.close()
+        results = run_cases(cases, host, runner, ResultStore(results_path), on_result=shown,
+                            stop=lambda: bool(interrupts.received), wrap=lambda fn, *a: _quiet(args.verbose, fn, *a))
     print_summary(summarize(results), console)
     console.print(f"results: {results_path}", markup=False)
     for written in inspector.write(results, results_path.parent / f"{results_path.stem}.nodes"):

@@ -19,3 +19,19 @@ def pytest_vkdiff_run_item(item, session):
             if "fp16" in item.case.id and item.device == "llvmpipe":
                 return None  # fall through to the default
     """
+
+
+@pytest.hookspec
+def pytest_vkdiff_cases(config):
+    """Return the user's own cases: a list of ``vkdiff.module_case(...)`` / ``vkdiff.program_cases(...)`` results
+    (and ``ModelCase`` or ``KernelCase`` objects). Every conftest that implements it adds to the session; the cases
+    become items next to the catalogue's (``--vkdiff-suite user`` runs them alone), e.g.::
+
+        import vkdiff
+
+        def pytest_vkdiff_cases(config):
+            return [vkdiff.module_case("models/encoder.py:make", recipe="8da4w"),
+                    *vkdiff.program_cases("exported/encoder.pte", int_range=(0, 32000))]
+
+    Called once per process (every xdist worker collects the same cases, so keep it deterministic).
+    """

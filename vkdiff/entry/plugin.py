@@ -44,8 +44,9 @@ def pytest_addoption(parser) -> None:
     group = parser.getgroup("vkdiff", "vkdiff: differential tests of ExecuTorch's Vulkan backend")
     group.addoption("--vkdiff", action="store_true", default=False, help="Collect vkdiff cases as test items")
     add_run_options(group.addoption, prefix="vkdiff-")
-    group.addoption("--vkdiff-suite", choices=("all", "kernels", "models"), default="all",
-                    help="Kernel cases, model cases or both")
+    group.addoption("--vkdiff-suite", choices=("all", "kernels", "models", "user"), default="all",
+                    help="Kernel cases, model cases, both with the user's own (all), or only the cases conftest "
+                         "files declare with pytest_vkdiff_cases (user)")
     group.addoption("--vkdiff-report", metavar="DIR", default=None,
                     help="Write merged results and per-device HTML reports to DIR")
     parser.addini("vkdiff", type="bool", default=False, help="Collect vkdiff cases without --vkdiff")

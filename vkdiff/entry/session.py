@@ -198,8 +198,21 @@ class VkdiffSession:
     def device_slugs(self) -> list[str]:
         return [info.slug for info, _ in self.adapters]
 
+    def user_cases(self) -> list:
+        """The cases every ``pytest_vkdiff_cases`` hook returns, in hook order (matching ``--vkdiff-cases``)."""
+        import re
+
+        found = [case for answer in self.config.hook.pytest_vkdiff_cases(config=self.config) or []
+                 for case in (answer or [])]
+        return [c for c in found if not self.cases_pattern or re.search(self.cases_pattern, c.id)]
+
+    def _item(self, parent, case, device: str) -> VkdiffItem:
+        return VkdiffItem.from_parent(parent, name=f"{case.id}@{device}", nodeid=f"{case.id}@{device}", case=case,
+                                      device=device)
+
     def make_items(self, parent) -> list[VkdiffItem]:
-        items = []
+        items = [self._item(parent, case, device) for case in self.user_cases()
+                 for device in self.runner.devices_for(case)] if self.suite in ("all", "user") else []
         if self.suite in ("all", "kernels"):
             slugs = self.device_slugs() or [NO_DEVICE]
             for case in all_cases(self.cases_pattern):

@@ -262,7 +262,7 @@ def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:
     run = eager_run(case)
     return PreparedProgram(case_id=case.id, program=program, method="forward",
                            steps=[[np.asarray(x) for x in inputs] for inputs in run.inputs], expected=run.outputs,
-                           tolerance=model_tolerance(lowered), tokens=run.tokens)
+                           tolerance=case.tolerance or model_tolerance(lowered), tokens=run.tokens)
 
 
 def prepare_or_status(case: ModelCase) -> PreparedProgram | tuple[Status, str]:

@@ -167,7 +167,7 @@ def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[st
     with torch.no_grad():
         expected = flat_outputs(model(*inputs))
     reference = reference_output(lowered, inputs)
-    stats = (ErrorStatistics.from_arrays(reference, expected, model_tolerance(lowered))
+    stats = (ErrorStatistics.from_arrays(reference, expected, case.tolerance or model_tolerance(lowered))
              if isinstance(reference, np.ndarray) else reference)
     pt2e = case.recipe.startswith("pt2e")
     runtime_finding, runtime_error = None, None

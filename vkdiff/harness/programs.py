@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -150,11 +151,11 @@ def _case(model: PreparedProgram, program: Program, method: str, kind: str, comm
                        command=(*command, *(("--method", method) if len(program.methods) > 1 else ())))
 
 
-def load_factory(spec: str) -> tuple[Any, tuple, Any, str]:
-    """``path.py:factory`` → (module, example inputs, dynamic shapes or None, case name).
+def import_factory(spec: str) -> tuple[Callable[[], Any], str]:
+    """``path.py:factory`` → (the function, case name ``<file stem>.<function>``).
 
     Raises:
-        SubjectError: no such file or function, it raised, or it returned something else.
+        SubjectError: no such file or function, or importing the file raised.
     """
     file, sep, name = spec.rpartition(":")
     path = Path(file)
@@ -162,7 +163,7 @@ def load_factory(spec: str) -> tuple[Any, tuple, Any, str]:
         raise SubjectError(f"{spec}: give a module factory as path/to/file.py:function")
     if not path.is_file():
         raise SubjectError(f"{spec}: no such file {path}")
-    module_name = f"vkdiff_user_{abs(hash(str(path.resolve())))}"
+    module_name = f"vkdiff_user_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
     try:
         loader = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(loader)
@@ -173,20 +174,37 @@ def load_factory(spec: str) -> tuple[Any, tuple, Any, str]:
         raise SubjectError(f"{spec}: {path} has no function {name!r}") from None
     except Exception as exc:
         raise SubjectError(f"{spec}: importing {path} raised {type(exc).__name__}: {exc}") from None
+    return factory, f"{path.stem}.{name}"
+
+
+def call_factory(factory: Callable[[], Any], what: str) -> tuple[Any, tuple, Any]:
+    """(module in eval mode, example inputs, dynamic shapes or None) from a factory.
+
+    Raises:
+        SubjectError: it raised, or returned something other than ``(module, example_inputs[, dynamic_shapes])``.
+    """
     try:
         made = factory()
     except Exception as exc:
-        raise SubjectError(f"{spec}: the factory raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(made, tuple) or len(made) not in (2, 3):
-        raise SubjectError(f"{spec}: the factory must return (module, example_inputs[, dynamic_shapes]), got "
+        raise SubjectError(f"{what}: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(made, tuple) or len(made) not in (2, 3) or not hasattr(made[0], "eval"):
+        raise SubjectError(f"{what}: the factory must return (module, example_inputs[, dynamic_shapes]), got "
                            f"{type(made).__name__}")
-    model, example = made[0], made[1]
-    example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
-    return model, example, made[2] if len(made) == 3 else None, f"{path.stem}.{name}"
+    example = tuple(made[1]) if isinstance(made[1], (tuple, list)) else (made[1],)
+    return made[0].eval(), example, made[2] if len(made) == 3 else None
 
 
-def module_case(spec: str, recipe: str, partitioner: str):
+def module_case(factory: str | Callable[[], Any], recipe: str, partitioner: str = "vulkan", *,
+                name: str | None = None, tolerance: Tolerance | None = None):
     """The catalogue-shaped ``ModelCase`` of a user's factory (lowered exactly as catalogue cases are).
+
+    Args:
+        factory (str | Callable): ``path.py:function``, or the function, returning
+            ``(module, example_inputs[, dynamic_shapes])``.
+        recipe (str): a catalogue recipe (``fp32``, ``4w``, ``8da4w``, ...).
+        partitioner (str): ``vulkan`` (default), ``vulkan-fp16``, ``xnnpack``...
+        name (str | None): the case name (default: ``<file stem>.<function>``).
+        tolerance (Tolerance | None): the model-output bound against eager, replacing vkdiff's policy.
 
     Raises:
         SubjectError: an unknown recipe or partitioner, or the factory failed.
@@ -198,10 +216,14 @@ def module_case(spec: str, recipe: str, partitioner: str):
         raise SubjectError(f"--recipe {recipe}: choose one of {', '.join(r for r in RECIPES if not r.startswith('llm-'))}")
     if partitioner not in PARTITIONERS:
         raise SubjectError(f"--partitioner {partitioner}: choose one of {', '.join(PARTITIONERS)}")
-    model, example, dynamic, name = load_factory(spec)
-    model.eval()
-    return ModelCase(name=name, build=lambda: copy.deepcopy(model), inputs=lambda generator: example, recipe=recipe,
-                     partitioner=partitioner, rules=("numerics",), dynamic_shapes=dynamic)
+    if isinstance(factory, str):
+        factory, default = import_factory(factory)
+    else:
+        default = f"{getattr(factory, '__module__', 'user').rsplit('.', 1)[-1]}.{getattr(factory, '__name__', 'model')}"
+    model, example, dynamic = call_factory(factory, name or default)
+    return ModelCase(name=name or default, build=lambda: copy.deepcopy(model), inputs=lambda generator: example,
+                     recipe=recipe, partitioner=partitioner, rules=("numerics",), dynamic_shapes=dynamic,
+                     tolerance=tolerance)
 
 
 def module_cases(case, options: CheckOptions, command: Sequence[str]) -> tuple[list[ProgramCase], Any]:
@@ -231,7 +253,7 @@ def module_cases(case, options: CheckOptions, command: Sequence[str]) -> tuple[l
     more = calls_for(program, "forward", dataclasses.replace(options, inputs=None))[1:] if options.shapes else []
     expected = run.outputs + [_eager_of(case, call) for call in more]
     model = PreparedProgram(case_id=case.id, program=program, method="forward", steps=calls + more,
-                            expected=expected, tolerance=_tolerance(program, options))
+                            expected=expected, tolerance=case.tolerance or _tolerance(program, options))
     pc = _case(model, program, "forward", case.name, command, case.knobs)
     pc.ident.update(variant=case.variant)
     return [pc], lowered

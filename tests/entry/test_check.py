@@ -1,0 +1,141 @@
+"""``vkdiff check``: programs built with ExecuTorch's own API (not vkdiff's lowering), checked node by node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.harness.tampering import add_half_at_3, nudge
+from tests.testutils import requires_pinned_tree, requires_vulkan
+from vkdiff.datamodel import Status
+from vkdiff.entry import cli
+from vkdiff.store import read
+
+pytestmark = [requires_vulkan, requires_pinned_tree]
+FACTORIES = Path(__file__).parents[1] / "programs" / "factories.py"
+
+
+def _lower_with_executorch(model, inputs, folder: Path, name: str) -> tuple[Path, Path]:
+    """The user's path: torch.export, to_edge_transform_and_lower with VulkanPartitioner, an ETRecord beside."""
+    import torch
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    program = torch.export.export(model, inputs)
+    edge = to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()], generate_etrecord=True)
+    lowered = edge.to_executorch()
+    pte, etrecord = folder / f"{name}.pte", folder / f"{name}.etrecord"
+    pte.write_bytes(lowered.buffer)
+    lowered.get_etrecord().save(str(etrecord))
+    return pte, etrecord
+
+
+@pytest.fixture(scope="module")
+def two_partitions(tmp_path_factory) -> tuple[Path, Path]:
+    """``TwoPartitions`` (linear → tanh | cumsum on the CPU | linear → sigmoid), 4-bit weights, as a user lowers it."""
+    import torch
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    from tests.programs.factories import two_partitions as factory
+
+    model, inputs = factory()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    return _lower_with_executorch(model, inputs, tmp_path_factory.mktemp("program"), "two_partitions")
+
+
+def _device(path: Path):
+    [result] = [r for r in read([path]).results if r.rule == "device"]
+    return result
+
+
+def test_two_partitions_with_a_cpu_op_between_run_every_node_named_by_module_path(two_partitions, et_tree, tmp_path):
+    from vkdiff.program.pte import load_pte
+
+    pte, etrecord = two_partitions
+    plan = load_pte(pte.read_bytes(), pte.name).methods["forward"]
+    assert [i.kind for i in plan.instructions] == ["delegate", "kernel", "delegate"]
+    assert plan.instructions[1].op == "aten::cumsum.out"
+    out = tmp_path / "r.jsonl"
+    assert cli.main(["check", str(pte), "--etrecord", str(etrecord), "--et-src", str(et_tree),
+                     "--results", str(out)]) == 0
+    result = _device(out)
+    assert result.status == Status.PASS.name, result.reason
+    nodes = result.metrics["nodes"]
+    assert {n["delegate"] for n in nodes} == {0, 1} and all(n["status"] == "PASS" for n in nodes)
+    linear = {n["delegate"]: n["source"] for n in nodes if n["op"] == "et_vk.linear_q4gsw.default"}
+    assert linear == {0: "encoder, factories.py:23", 1: "head, factories.py:25"}
+    assert all(n["source"] and all(o.get("global_status") == "PASS" for o in n["outputs"]) for n in nodes)
+    table = (tmp_path / "r.nodes.csv").read_text().splitlines()
+    assert len(table) == 1 + len(nodes) and table[0].startswith("case,device,step,delegate,node_id,debug_handles")
+
+
+def test_a_fault_in_one_node_is_reported_at_that_node_with_its_source_line(two_partitions, et_ctx, et_tree):
+    from vkdiff.harness.device_models import run_prepared
+    from vkdiff.harness.programs import CheckOptions, pte_cases
+
+    pte, etrecord = two_partitions
+    [case] = pte_cases(pte, CheckOptions(etrecord=etrecord), ("vkdiff", "check", str(pte)))
+    result = run_prepared(et_ctx, model=case.model, ident=case.ident, tree=et_tree,
+                          tamper={1: nudge(2, add_half_at_3)})
+    assert result.status == Status.FAIL_NUMERIC.name, result.reason
+    assert result.node == {"index": 2, "op": "et_vk.linear_q4gsw.default", "delegate": 1,
+                           "source": "head, factories.py:25"}
+    assert "first diverging node 2 of delegate 1 (et_vk.linear_q4gsw.default" in result.reason
+    bad = [(n["delegate"], n["index"]) for n in result.metrics["nodes"] if n["status"] != "PASS"]
+    assert bad == [(1, 2)], "later nodes fed the wrong value must not blame themselves"
+
+
+def test_et_vk_debug_handles_name_graph_positions_not_the_edge_programs_nodes(two_partitions):
+    """Upstream finding: ``VkGraphBuilder.process_node`` overwrites ``debug_handle`` with the node's position before
+    ``DelegateMappingBuilder`` reads it, so the ETRecord maps Vulkan nodes to unrelated edge nodes (here: to handles
+    beyond the model's 4 edge nodes, or to other modules). vkdiff's sources come from re-lowering instead."""
+    from vkdiff.lowering.etrecord import read_etrecord
+
+    _, etrecord = two_partitions
+    record = read_etrecord(etrecord)
+    handles = {h for entry in record._delegate_map["forward"].values() for hs in entry["delegate_map"].values()
+               for h in hs}
+    edge = {n.meta.get("debug_handle") for n in record.edge_dialect_program.graph_module.graph.nodes
+            if n.op == "call_function"}
+    assert not handles <= edge, "ET-VK's map resolves now: map through it and drop the re-lowering"
+
+
+def test_a_module_factory_checks_with_a_recipe_from_a_clean_checkout(et_tree, tmp_path):
+    out = tmp_path / "m.jsonl"
+    assert cli.main(["check", f"{FACTORIES}:two_partitions", "--recipe", "8da4w", "--et-src", str(et_tree),
+                     "--results", str(out)]) == 0
+    results = {r.rule: r for r in read([out]).results}
+    assert results["numerics"].status == results["device"].status == Status.PASS.name
+    ops = {n["op"] for n in results["device"].metrics["nodes"]}
+    assert {"torchao.choose_qparams_affine.default", "et_vk.linear_dq8ca_q4gsw.default"} <= ops
+    assert results["device"].repro.startswith(f"vkdiff check {FACTORIES}:two_partitions --recipe 8da4w")
+
+
+@pytest.fixture(scope="module")
+def masked_block(tmp_path_factory) -> Path:
+    """An attention block whose causal mask is ``torch.full(-inf).triu(1)``: its delegate carries a -inf scalar."""
+    import torch
+
+    from tests.programs.factories import masked_attention
+
+    model, inputs = masked_attention()
+    return _lower_with_executorch(model, inputs, tmp_path_factory.mktemp("block"), "block")[0]
+
+
+def test_a_delegate_with_a_minus_inf_scalar_decodes_and_its_missing_ops_are_all_named(masked_block, et_tree,
+                                                                                      tmp_path):
+    from vkdiff.program.pte import load_pte
+
+    graph = load_pte(masked_block.read_bytes()).methods["forward"].delegates[0].graph
+    assert any(v.get("double_val") == float("-inf") for v in graph.values)
+    out = tmp_path / "b.jsonl"
+    assert cli.main(["check", str(masked_block), "--et-src", str(et_tree), "--results", str(out)]) == cli.EXIT_EMPTY
+    result = _device(out)
+    assert result.status == Status.NOT_RUN.name
+    for op in ("aten.full.default", "aten.native_layer_norm.default", "aten._softmax.default"):
+        assert op in result.reason.split("no reference for")[0], "every missing launcher is named"
+        assert op in result.reason.split("no reference for")[1], "and every missing reference"
+    assert result.metrics["delegates"][0]["fed_by"] == "host", "the method still ran, the delegate on the host"

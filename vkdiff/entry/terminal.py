@@ -1,0 +1,157 @@
+"""What every command shares on the terminal: usage errors, signals, the summary, exit codes, reports."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+from vkdiff.datamodel import Status
+from vkdiff.entry.options import output_problem
+
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_EMPTY = 3
+"""An adapter and a tree were given, yet no kernel case ran (see ``--allow-empty``)."""
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+class Interrupts:
+    """SIGINT/SIGTERM during a run: stop after the current case (a second signal stops at once).
+
+    Every result is appended as it happens, so stopping loses only the case in flight.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, console):
+        self.console = console
+        self.received: int | None = None
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> "Interrupts":
+        self._saved = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+        self.console.print(f"vkdiff: {signal.Signals(signum).name}: stopping after the current case "
+                           f"(again to stop now)", markup=False, style="yellow")
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + int(self.received or 0)
+
+
+def resolve_inputs(args: argparse.Namespace, console):
+    """Validate --device, choose the tree, check glslc and spirv-opt, all before any device work.
+
+    Each problem is one line (a usage error); the tree's note is printed once everything is valid.
+    """
+    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
+    from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
+    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
+
+    try:
+        ensure_cache_writable()
+        devices = select(args.device)
+        tree = choose_tree(args.et_src)
+        if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
+            glslc_version()
+        if tree.path is not None and devices:
+            spirv_opt()
+    except (CacheUnwritableError, EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
+        raise UsageError(str(exc)) from None
+    console.print(tree.note, markup=False)
+    return tree, devices
+
+
+def run_exit_code(results: Sequence, runner, interrupts: "Interrupts", allow_empty: bool, console) -> int:
+    """128+signal when stopped, 1 on failures, 3 when nothing ran (unless allowed), else 0."""
+    from vkdiff.verdicts.expectations import counts_as_failure
+    from vkdiff.harness.runner import nothing_ran
+
+    if interrupts.received:
+        console.print(f"vkdiff: stopped by {signal.Signals(interrupts.received).name} after {len(results)} results",
+                      markup=False, style="yellow")
+        return interrupts.exit_code
+    if any(counts_as_failure(r) for r in results):
+        return EXIT_FAIL
+    empty = nothing_ran(results, runner.tree, runner.slugs)
+    if empty and not allow_empty:
+        console.print(f"vkdiff: warning: {empty}; pass --allow-empty if that is intended", markup=False, style="red")
+        return EXIT_EMPTY
+    return 0
+
+
+def report_line(result, console) -> None:
+    """One line for a known bug, an unexpected pass or a failure (passes and skips stay quiet)."""
+    from vkdiff.verdicts.expectations import counts_as_failure
+
+    first = result.reason.splitlines()[0] if result.reason else ""
+    where = f"{result.case}@{result.device}" + (f" {result.rule}" if result.rule else "")
+    outcome = (result.expectation or {}).get("outcome")
+    if outcome == "known":
+        console.print(f"KNOWN {result.expectation['id']}: {result.status} {where}", markup=False, style="yellow")
+    elif outcome == "unexpected-pass":
+        console.print(f"UNEXPECTED PASS {where}: expectation {result.expectation['id']} may be fixed upstream",
+                      markup=False, style="magenta")
+    elif counts_as_failure(result):
+        console.print(f"{result.status} {where}: {first}", markup=False, style="red")
+
+
+def summarize(results) -> dict[str, Counter]:
+    """Counts per status, per device; known bugs and unexpected passes counted apart."""
+    table: dict[str, Counter] = {}
+    for result in results:
+        outcome = (result.expectation or {}).get("outcome")
+        column = {"known": "KNOWN", "unexpected-pass": "UNEXPECTED_PASS"}.get(outcome, result.status)
+        table.setdefault(result.device, Counter())[column] += 1
+    return table
+
+
+def check_outputs(*outputs: tuple[object, str, bool]) -> None:
+    """Each ``(path or None, flag, is a folder)`` must be writable as such: else one usage error."""
+    for path, flag, folder in outputs:
+        problem = output_problem(path, flag, folder=folder) if path else None
+        if problem:
+            raise UsageError(problem)
+
+
+def write_report(paths: Sequence[Path], out_dir: Path, console) -> None:
+    from vkdiff.store import LoadReport
+    from vkdiff.reports import render_reports
+
+    index = render_reports(paths, out_dir)
+    if index.problems:
+        console.print(LoadReport(results=[], problems=index.problems).summary(), markup=False, style="yellow")
+    console.print(f"report: {index.index} ({index.results} results, {len(index.devices)} device page(s), "
+                  f"{index.seconds:.2f} s)", markup=False)
+
+
+def print_summary(table: dict, console) -> None:
+    from rich.table import Table
+
+    out = Table(title="vkdiff summary")
+    out.add_column("device")
+    columns = [s.name for s in Status] + ["KNOWN", "UNEXPECTED_PASS"]
+    statuses = [name for name in columns if any(name in c for c in table.values())]
+    for name in statuses:
+        out.add_column(name, justify="right")
+    for device, counts in table.items():
+        out.add_row(device, *(str(counts.get(s, 0)) for s in statuses))
+    console.print(out)
