@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pytest
 
 from tests.harness.tampering import add_half_at_3, nudge
 from tests.testutils import requires_pinned_tree, requires_vulkan
@@ -15,35 +13,6 @@ from vkdiff.store import read
 
 pytestmark = [requires_vulkan, requires_pinned_tree]
 FACTORIES = Path(__file__).parents[1] / "programs" / "factories.py"
-
-
-def _lower_with_executorch(model, inputs, folder: Path, name: str) -> tuple[Path, Path]:
-    """The user's path: torch.export, to_edge_transform_and_lower with VulkanPartitioner, an ETRecord beside."""
-    import torch
-    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    program = torch.export.export(model, inputs)
-    edge = to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()], generate_etrecord=True)
-    lowered = edge.to_executorch()
-    pte, etrecord = folder / f"{name}.pte", folder / f"{name}.etrecord"
-    pte.write_bytes(lowered.buffer)
-    lowered.get_etrecord().save(str(etrecord))
-    return pte, etrecord
-
-
-@pytest.fixture(scope="module")
-def two_partitions(tmp_path_factory) -> tuple[Path, Path]:
-    """``TwoPartitions`` (linear → tanh | cumsum on the CPU | linear → sigmoid), 4-bit weights, as a user lowers it."""
-    import torch
-    from torchao.quantization import IntxWeightOnlyConfig, quantize_
-    from torchao.quantization.granularity import PerGroup
-
-    from tests.programs.factories import two_partitions as factory
-
-    model, inputs = factory()
-    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
-    return _lower_with_executorch(model, inputs, tmp_path_factory.mktemp("program"), "two_partitions")
 
 
 def _device(path: Path):
@@ -114,21 +83,11 @@ def test_a_module_factory_checks_with_a_recipe_from_a_clean_checkout(et_tree, tm
     assert results["device"].repro.startswith(f"vkdiff check {FACTORIES}:two_partitions --recipe 8da4w")
 
 
-@pytest.fixture(scope="module")
-def masked_block(tmp_path_factory) -> Path:
-    """An attention block whose causal mask is ``torch.full(-inf).triu(1)``: its delegate carries a -inf scalar."""
-    import torch
-
-    from tests.programs.factories import masked_attention
-
-    model, inputs = masked_attention()
-    return _lower_with_executorch(model, inputs, tmp_path_factory.mktemp("block"), "block")[0]
-
-
 def test_a_delegate_with_a_minus_inf_scalar_decodes_and_its_missing_ops_are_all_named(masked_block, et_tree,
                                                                                       tmp_path):
     from vkdiff.program.pte import load_pte
 
+    masked_block = masked_block[0]
     graph = load_pte(masked_block.read_bytes()).methods["forward"].delegates[0].graph
     assert any(v.get("double_val") == float("-inf") for v in graph.values)
     out = tmp_path / "b.jsonl"

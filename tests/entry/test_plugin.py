@@ -104,3 +104,33 @@ def test_real_kernels_pass_under_xdist_with_the_controllers_tree(pytester):
     assert {r["status"] for r in results} == {"PASS"}
     assert len({r["versions"]["et_tree"] for r in results}) == 1
     assert all(r["repro"].endswith(f"--et-src {pinned_tarball('main')}") for r in results)
+
+
+@requires_vulkan
+@requires_pinned_tree
+def test_a_conftest_declares_user_cases_that_run_under_xdist_into_one_report(pytester, two_partitions, monkeypatch):
+    """Two user cases (a module factory with a recipe, a .pte with its ETRecord) from a conftest, ``-n 2``."""
+    from pathlib import Path
+
+    from vkdiff.datamodel import CACHE_ENV, cache_root
+
+    monkeypatch.setenv(CACHE_ENV, str(cache_root()))
+    factories = Path(__file__).parents[1] / "programs" / "factories.py"
+    pte, etrecord = two_partitions
+    pytester.makeconftest(f"""
+import vkdiff
+
+def pytest_vkdiff_cases(config):
+    return [vkdiff.module_case({str(factories)!r} + ":two_partitions", recipe="4w", name="mine"),
+            *vkdiff.program_cases({str(pte)!r}, etrecord={str(etrecord)!r})]
+""")
+    result = pytester.runpytest_subprocess("-n", "2", "--vkdiff", "--vkdiff-suite", "user",
+                                           f"--et-src={pinned_tarball('main')}", "--vkdiff-report", "report", "-v")
+    result.stdout.fnmatch_lines_random(["*PASSED mine?4w-vulkan?@cpu*", "*PASSED mine?4w-vulkan?@llvmpipe*",
+                                        "*PASSED two_partitions?pte-forward?@llvmpipe*"])
+    result.assert_outcomes(passed=3)
+    merged = [json.loads(line) for line in (pytester.path / "report" / "results" / "results.jsonl").read_text()
+              .splitlines()]
+    assert {(r["case"], r["device"]) for r in merged} == {("mine[4w-vulkan]", "cpu"), ("mine[4w-vulkan]", "llvmpipe"),
+                                                          ("two_partitions[pte-forward]", "llvmpipe")}
+    assert (pytester.path / "report" / "index.html").is_file()

@@ -78,3 +78,69 @@ def test_a_corrupt_artifact_is_one_line_before_any_device_work(tmp_path, et_tree
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"vkdiff: error: --from-artifacts {saved}: two_heads[4w-vulkan]: ")
     assert err[0].endswith("save the artifacts again")
+
+
+class _Payload:
+    """Unpickling this runs ``touch`` on the marker: what a crafted artifact from a fork would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def _craft(folder, document: dict, arrays: dict) -> None:
+    import hashlib
+    import io
+
+    import numpy as np
+
+    (folder / "models").mkdir(parents=True)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    files = {"document": ("models/x.json", json.dumps(document).encode()), "arrays": ("models/x.npz", buffer.getvalue())}
+    for name, data in files.values():
+        (folder / name).write_bytes(data)
+    manifest = {"format": "vkdiff-artifacts/2", "cases": {"evil[4w-vulkan]": {
+        "ident": {"case": "evil[4w-vulkan]", "op": "evil", "rule": "device", "knobs": {}},
+        "files": {role: [name, hashlib.sha256(data).hexdigest()] for role, (name, data) in files.items()}}}}
+    (folder / "artifacts.json").write_text(json.dumps(manifest))
+
+
+def test_a_crafted_pickle_in_an_artifact_is_refused_and_executes_nothing(tmp_path, capsys):
+    import numpy as np
+
+    marker = tmp_path / "pwned"
+    folder = tmp_path / "artifacts"
+    _craft(folder, {"case": "evil[4w-vulkan]"}, {"step/0/0": np.array([_Payload(marker)], dtype=object)})
+    capsys.readouterr()
+    assert cli.main(["run", "--from-artifacts", str(folder), "--results", str(tmp_path / "r.jsonl")]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("models/x.npz" in err[0] or "models/x.json" in err[0]), err
+    assert not marker.exists(), "unpickling ran the payload"
+
+
+def test_a_malformed_artifact_is_one_line_naming_the_file_and_the_field(tmp_path, capsys):
+    import numpy as np
+
+    folder = tmp_path / "artifacts"
+    _craft(folder, {"case": "evil[4w-vulkan]", "method": "forward", "program": {"name": 3}},
+           {"x": np.zeros(2)})
+    capsys.readouterr()
+    assert cli.main(["run", "--from-artifacts", str(folder), "--results", str(tmp_path / "r.jsonl")]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("models/x.json: methods: expected an object, got NoneType"), err
+
+
+def test_no_pickle_loads_on_any_path_that_reads_files():
+    import re
+    from pathlib import Path
+
+    package = Path(cli.__file__).parents[1]
+    found = [f"{p.relative_to(package)}:{i}" for p in package.rglob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"pickle\.loads?\(|allow_pickle=True|torch\.load\((?!.*weights_only=True)", line)]
+    assert not found, found

@@ -202,8 +202,13 @@ class VkdiffSession:
         """The cases every ``pytest_vkdiff_cases`` hook returns, in hook order (matching ``--vkdiff-cases``)."""
         import re
 
-        found = [case for answer in self.config.hook.pytest_vkdiff_cases(config=self.config) or []
-                 for case in (answer or [])]
+        from vkdiff.harness.programs import SubjectError
+
+        try:
+            found = [case for answer in self.config.hook.pytest_vkdiff_cases(config=self.config) or []
+                     for case in (answer or [])]
+        except SubjectError as exc:
+            raise pytest.UsageError(f"pytest_vkdiff_cases: {exc}") from None
         return [c for c in found if not self.cases_pattern or re.search(self.cases_pattern, c.id)]
 
     def _item(self, parent, case, device: str) -> VkdiffItem:

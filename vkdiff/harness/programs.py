@@ -135,7 +135,7 @@ def pte_cases(path: Path, options: CheckOptions, command: Sequence[str]) -> list
             raise SubjectError(str(exc)) from None
     cases = []
     for method in methods_to_check(program, options.method):
-        model = PreparedProgram(case_id=f"{path.name}::{method}", program=program, method=method,
+        model = PreparedProgram(case_id=f"{path.stem}[pte-{method}]", program=program, method=method,
                                 steps=calls_for(program, method, options), tolerance=_tolerance(program, options))
         cases.append(_case(model, program, method, "pte", command))
         cases[-1].notes = [n for n in notes if n.startswith(f"{method}/")]
