@@ -86,6 +86,18 @@ def test_port_stale_fires_on_a_tree_whose_ported_source_differs(v131_ctx, et_tre
     assert "BinaryOp.cpp" in stale["aten.add.Tensor"] and "UnaryOp.cpp" in stale["aten.sigmoid.default"]
 
 
+def test_kernel_results_on_that_tree_say_port_stale_too_and_on_main_they_do_not(v131_ctx, et_ctx):
+    from vkdiff.cases.kernels import all_cases
+    from vkdiff.harness.kernels import run_case
+
+    (add,) = all_cases(r"^add\[B1-H7-W64-fp32-buffer\]$")
+    old = run_case(v131_ctx, add)
+    assert old.status == Status.PASS.name and PORT_STALE_FLAG in old.flags
+    assert "BinaryOp.cpp" in old.metrics["port_stale"]["aten.add.Tensor"]
+    fresh = run_case(et_ctx, add)
+    assert fresh.status == Status.PASS.name and PORT_STALE_FLAG not in fresh.flags
+
+
 def test_an_op_without_launcher_is_not_run_naming_it(et_ctx, et_tree, monkeypatch):
     launchers = dict(delegate_runtime.LAUNCHERS)
     launchers.pop("aten.sigmoid.default")

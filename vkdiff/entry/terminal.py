@@ -114,12 +114,18 @@ def report_line(result, console) -> None:
         console.print(f"{result.status} {where}: {first}", markup=False, style="red")
 
 
+STALE_PASS = "PASS (port-stale)"
+"""The summary column of passes that used a port whose C++ differs in the tree: never counted as plain PASS."""
+
+
 def summarize(results) -> dict[str, Counter]:
-    """Counts per status, per device; known bugs and unexpected passes counted apart."""
+    """Counts per status, per device; known bugs, unexpected passes and port-stale passes counted apart."""
     table: dict[str, Counter] = {}
     for result in results:
         outcome = (result.expectation or {}).get("outcome")
         column = {"known": "KNOWN", "unexpected-pass": "UNEXPECTED_PASS"}.get(outcome, result.status)
+        if column == Status.PASS.name and "port-stale" in (result.flags or []):
+            column = STALE_PASS
         table.setdefault(result.device, Counter())[column] += 1
     return table
 
@@ -148,7 +154,8 @@ def print_summary(table: dict, console) -> None:
 
     out = Table(title="vkdiff summary")
     out.add_column("device")
-    columns = [s.name for s in Status] + ["KNOWN", "UNEXPECTED_PASS"]
+    columns = [Status.PASS.name, STALE_PASS] + [s.name for s in Status if s is not Status.PASS] + [
+        "KNOWN", "UNEXPECTED_PASS"]
     statuses = [name for name in columns if any(name in c for c in table.values())]
     for name in statuses:
         out.add_column(name, justify="right")

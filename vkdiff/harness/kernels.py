@@ -27,6 +27,7 @@ from vkdiff.device.graph import Launch
 from vkdiff.device.launchers import run_op
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.verdicts.program import PORT_STALE_FLAG
 from vkdiff.verdicts.statuses import status_of_exception
 from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, clip, versions
 
@@ -197,5 +198,8 @@ def record_launch(result: Result, launched: Launch, prepared: Prepared) -> None:
     result.metrics, result.tolerance = stats.to_dict(), tolerances[0].to_dict()
     if outputs:
         result.metrics["outputs"] = outputs
-    result.flags = (["polyfilled"] if launched.polyfilled else []) + (["inf-clamped"] if launched.clamped else [])
+    result.flags = (["polyfilled"] if launched.polyfilled else []) + (["inf-clamped"] if launched.clamped else []) + (
+        [PORT_STALE_FLAG] if launched.stale else [])
+    if launched.stale:
+        result.metrics["port_stale"] = launched.stale
     result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launched.dispatch.items()}

@@ -241,6 +241,11 @@ class Row:
         return self.expectation is not None and self.category == "fail"
 
     @property
+    def stale(self) -> bool:
+        """A port whose C++ differs in the tree produced it: shown on every badge, never a plain PASS."""
+        return "port-stale" in as_list(self.result.flags)
+
+    @property
     def xpass(self) -> bool:
         """An expectation says it should fail, yet it passed: the bug may be fixed."""
         return self.expectation is not None and self.category == "pass"
@@ -397,8 +402,8 @@ REPORT_COLUMNS: tuple[Column, ...] = (
     Column(key="variant", title="variant", help="knob set (dtype, storage, ...)",
            text=lambda r: r.column,
            sort=lambda r: r.column),
-    Column(key="status", title="status", help="verdict",
-           text=lambda r: r.status,
+    Column(key="status", title="status", help="verdict (port-stale: a port whose C++ differs in the tree ran it)",
+           text=lambda r: r.status + (" (port-stale)" if r.stale else ""),
            sort=lambda r: STATUS_ORDER.index(r.status) if r.status in STATUS_STYLES else -1),
     Column(key="sqnr_db", title="SQNR dB", help="10·log10(Σe² / Σ(a−e)²); ∞ when exact",
            text=lambda r: fmt_num(r.sqnr),

@@ -148,6 +148,8 @@ class Launch:
     """Global/local workgroup sizes and spec constants of the main dispatch."""
     index: tuple[np.ndarray, ...] | None = None
     """Per output, where each element sits in its raw storage (non-width layouts; None: width-packed)."""
+    stale: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """Op (or ``runtime``) → ported C++ files whose source in the tree differs from the port's (``port-stale``)."""
 
     @property
     def unwritten(self) -> int:

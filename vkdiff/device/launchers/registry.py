@@ -24,7 +24,7 @@ import numpy as np
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
-from vkdiff.device.graph.staging import element_index, graph_input
+from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_input
 from vkdiff.device.graph.vtensor import Layout
 from vkdiff.device.ports import Port, registers, stale_files
 from vkdiff.device.resources import Storage, Tensor
@@ -152,7 +152,10 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
                  for i, (shape, out_dtype) in enumerate(spec if isinstance(spec, list) else [spec]))
     out = outs if isinstance(spec, list) else outs[0]
     launcher.add_node(graph, values, out, **options)
-    return graph.launch(out, None if layout == "width" else tuple(element_index(graph, t) for t in outs))
+    launched = graph.launch(out, None if layout == "width" else tuple(element_index(graph, t) for t in outs))
+    stale = {"runtime": stale_files(RUNTIME_PORTS, ctx.builder.et_src), op: stale_ports(launcher, ctx.builder.et_src)}
+    launched.stale = {name: files for name, files in stale.items() if files}
+    return launched
 
 
 def _pick(op: str, tree: Path | None, impl: str | None) -> Launcher:
