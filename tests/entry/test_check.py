@@ -98,3 +98,27 @@ def test_a_delegate_with_a_minus_inf_scalar_decodes_and_its_missing_ops_are_all_
         assert op in result.reason.split("no reference for")[0], "every missing launcher is named"
         assert op in result.reason.split("no reference for")[1], "and every missing reference"
     assert result.metrics["delegates"][0]["fed_by"] == "host", "the method still ran, the delegate on the host"
+
+
+def test_a_users_llm_config_is_exported_with_export_llama_and_checked_as_a_generation(et_tree, tmp_path):
+    params = Path(__file__).parents[1] / "programs" / "tiny_params.json"
+    out = tmp_path / "l.jsonl"
+    assert cli.main(["check", "--llama", str(params), "--qmode", "4w", "--decode-steps", "3", "--et-src",
+                     str(et_tree), "--results", str(out)]) == 0
+    results = {r.rule: r for r in read([out]).results}
+    device = results["device"]
+    assert device.status == Status.PASS.name, device.reason
+    steps = device.metrics["steps"]
+    assert [s["kind"] for s in steps] == ["prefill", "decode", "decode", "decode"]
+    assert all(s["token_matches"] for s in steps)
+    sources = {n["source"].split(",")[0] for n in device.metrics["nodes"] if n["op"] == "et_vk.linear_q4gsw.default"}
+    assert {"layers.0.attention.wq", "layers.0.feed_forward.w2", "output"} <= sources
+    assert results["expected_fusions"].status == results["numerics"].status == Status.PASS.name
+
+
+def test_a_bad_llm_config_is_one_line(capsys, tmp_path):
+    params = tmp_path / "params.json"
+    params.write_text('{"dim": 32, "n_layers": 1}')
+    capsys.readouterr()
+    assert cli.main(["check", "--llama", str(params)]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err.strip() == f"vkdiff: error: --llama {params}: params.json lacks n_heads, vocab_size"

@@ -67,17 +67,56 @@ class TinyLlama:
     """``--max_context_length`` (KV cache length)."""
     seed: int = 20250601
     """Seed of the generated weights."""
+    extra: tuple[tuple[str, Any], ...] = ()
+    """Further ``params.json`` fields of a user's config (``rope_theta``, ``multiple_of``...), as sorted pairs."""
+    checkpoint: str = ""
+    """A user's checkpoint file (empty: weights generated from ``seed``)."""
+    checkpoint_sha256: str = ""
+    """Its content hash (part of the lowering key: the lowering follows the weights, not the path)."""
 
     def params(self) -> dict[str, Any]:
         """The ``params.json`` content."""
         return dict(dim=self.dim, n_layers=self.n_layers, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
-                    vocab_size=self.vocab_size, hidden_dim=self.hidden_dim, norm_eps=self.norm_eps)
+                    vocab_size=self.vocab_size, hidden_dim=self.hidden_dim, norm_eps=self.norm_eps, **dict(self.extra))
 
     def key(self, checkpoint_dtype: str = "fp32") -> str:
-        """Identity of a checkpoint: params, export lengths, seed and checkpoint dtype."""
+        """Identity of a checkpoint: params, export lengths, seed (or the user's file's hash) and checkpoint dtype."""
         text = json.dumps(dict(self.params(), max_seq_len=self.max_seq_len, max_context_len=self.max_context_len,
-                               seed=self.seed, dtype=checkpoint_dtype), sort_keys=True)
+                               seed=self.seed, dtype=checkpoint_dtype, checkpoint=self.checkpoint_sha256),
+                          sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        """The spec as a case option (JSON text: plain data, part of the case identity)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TinyLlama":
+        fields = json.loads(text)
+        fields["extra"] = tuple(tuple(pair) for pair in fields.get("extra", ()))
+        return cls(**fields)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], *, checkpoint: Path | None = None, max_seq_len: int = 32
+                    ) -> "TinyLlama":
+        """A spec from a user's ``params.json`` (and checkpoint).
+
+        Raises:
+            ValueError: a required field is missing or not a number (named).
+        """
+        known = {f.name for f in dataclasses.fields(cls)} & {"dim", "n_layers", "n_heads", "n_kv_heads",
+                                                             "vocab_size", "hidden_dim", "norm_eps"}
+        missing = sorted({"dim", "n_layers", "n_heads", "vocab_size"} - set(params))
+        if missing:
+            raise ValueError(f"params.json lacks {', '.join(missing)}")
+        values = {k: params[k] for k in known if k in params}
+        values.setdefault("n_kv_heads", params["n_heads"])
+        if "hidden_dim" not in params:
+            raise ValueError("params.json lacks hidden_dim (the feed-forward width)")
+        extra = tuple(sorted((k, v) for k, v in params.items() if k not in known))
+        sha = hashlib.sha256(checkpoint.read_bytes()).hexdigest() if checkpoint is not None else ""
+        return cls(**values, extra=extra, max_seq_len=max_seq_len, max_context_len=max_seq_len,
+                   checkpoint=str(checkpoint or ""), checkpoint_sha256=sha)
 
     def model_args(self, **overrides):
         """``ModelArgs`` exactly as ``Llama2Model`` builds them for an export with KV cache and custom SDPA."""
@@ -113,6 +152,13 @@ def checkpoint_paths(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
     """
     if checkpoint_dtype not in CHECKPOINT_DTYPES:
         raise ValueError(f"Unsupported checkpoint dtype: {checkpoint_dtype} (valid: {sorted(CHECKPOINT_DTYPES)})")
+    if spec.checkpoint:
+        def params_only(staging: Path) -> None:
+            (staging / "params.json").write_text(json.dumps(spec.params(), indent=1, sort_keys=True))
+
+        folder = cached_folder(cache_dir() / "llm" / f"params-{spec.key(checkpoint_dtype)}", params_only)
+        return Path(spec.checkpoint), folder / "params.json"
+
     def generate(staging: Path) -> None:
         state = {k: v.to(CHECKPOINT_DTYPES[checkpoint_dtype]) for k, v in _generate_state_dict(spec).items()}
         (staging / "params.json").write_text(json.dumps(spec.params(), indent=1, sort_keys=True))
@@ -164,9 +210,9 @@ def load_transformer(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
     return model.eval()
 
 
-def _build(checkpoint_dtype: str) -> Callable[[], nn.Module]:
+def _build(checkpoint_dtype: str, spec: TinyLlama | None = None) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        return TokensAndPos(load_transformer(TINY, checkpoint_dtype))
+        return TokensAndPos(load_transformer(spec or TINY, checkpoint_dtype))
 
     return build
 
@@ -174,9 +220,10 @@ def _build(checkpoint_dtype: str) -> Callable[[], nn.Module]:
 PROMPT_LENGTH = 7
 
 
-def prompt(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """A seeded prompt ``tokens [1, PROMPT_LENGTH]`` (int64) at ``input_pos = [0]`` (prefill)."""
-    tokens = torch.randint(0, TINY.vocab_size, (1, PROMPT_LENGTH), generator=generator, dtype=torch.long)
+def prompt(generator: torch.Generator, *, vocab_size: int = TINY.vocab_size,
+           length: int = PROMPT_LENGTH) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded prompt ``tokens [1, length]`` (int64) at ``input_pos = [0]`` (prefill)."""
+    tokens = torch.randint(0, vocab_size, (1, length), generator=generator, dtype=torch.long)
     return tokens, torch.tensor([0], dtype=torch.long)
 
 
@@ -211,12 +258,16 @@ class LlmVariant:
     def recipe(self) -> str:
         return f"llm-{self.name}"
 
+    spec: TinyLlama = TINY
+    """Architecture and weights (the catalogue's tiny Llama, or a user's params.json and checkpoint)."""
+
     @property
     def options(self) -> tuple[tuple[str, Any], ...]:
-        return tuple(sorted(dict(qmode=self.qmode, group_size=self.group_size,
-                                 embedding_quantize=self.embedding_quantize,
-                                 checkpoint_dtype=self.checkpoint_dtype,
-                                 checkpoint=TINY.key(self.checkpoint_dtype)).items()))
+        options = dict(qmode=self.qmode, group_size=self.group_size, embedding_quantize=self.embedding_quantize,
+                       checkpoint_dtype=self.checkpoint_dtype, checkpoint=self.spec.key(self.checkpoint_dtype))
+        if self.spec != TINY:
+            options["llama"] = self.spec.to_json()
+        return tuple(sorted(options.items()))
 
 
 VARIANTS: tuple[LlmVariant, ...] = (
@@ -244,12 +295,23 @@ def variant_of(case: ModelCase) -> LlmVariant:
     raise ValueError(f"Unsupported llm recipe: {case.recipe} (valid: {[v.recipe for v in VARIANTS]})")
 
 
-def llm_case(variant: LlmVariant) -> ModelCase:
-    """The ModelCase of one variant."""
+def llm_case(variant: LlmVariant, *, name: str = NAME, prompt_len: int = PROMPT_LENGTH,
+             decode_steps: int = DECODE_STEPS) -> ModelCase:
+    """The ModelCase of one variant (of the catalogue's tiny Llama, or of the spec the variant carries)."""
     rules = RULES + (("bf16_export",) if variant.checkpoint_dtype == "bf16" else ())
-    return ModelCase(name=NAME, build=_build(variant.checkpoint_dtype), inputs=prompt, recipe=variant.recipe,
+    spec = variant.spec
+
+    def inputs(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return prompt(generator, vocab_size=spec.vocab_size, length=prompt_len)
+
+    return ModelCase(name=name, build=_build(variant.checkpoint_dtype, spec), inputs=inputs, recipe=variant.recipe,
                      partitioner="vulkan", expect_ops=variant.expect_ops, rules=rules, pipeline=PIPELINE,
-                     options=variant.options, decode=decode_inputs, decode_steps=DECODE_STEPS)
+                     options=variant.options, decode=decode_inputs, decode_steps=decode_steps)
+
+
+def spec_of(options: dict[str, Any]) -> TinyLlama:
+    """The architecture a case's options describe (the catalogue's tiny Llama unless they carry a user's)."""
+    return TinyLlama.from_json(options["llama"]) if options.get("llama") else TINY
 
 
 def llm_cases() -> list[ModelCase]:

@@ -139,12 +139,12 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
                            rtol=options.get("rtol"))
         cases, _ = module_cases(case, CheckOptions(**{k: v for k, v in options.items() if k in ("shapes", "seed")}),
                                 ("vkdiff", "check", str(subject)))
-        host = check_case(case)
     else:
-        cases, host = program_cases(subject, **options), []
+        case, cases = None, program_cases(subject, **options)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = Path(results or f"vkdiff-results/check-{stamp}.jsonl")
     runner = Runner(tree=choose_tree(et_src), adapters=select(list(devices)), seed=options.get("seed", 0),
                     repeat=repeat, et_src=et_src, route=route, limits_profile=limits_profile)
+    host = check_case(case, runner.shader_variants()) if case is not None else []
     found = run_cases(cases, host, runner, ResultStore(path))
     return CheckReport(results=found, results_path=path)

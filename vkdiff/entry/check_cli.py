@@ -74,8 +74,8 @@ def _options(args: argparse.Namespace):
                         etrecord=Path(args.etrecord) if args.etrecord else None)
 
 
-def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, list, Any]:
-    """(program cases for devices, host results, the module case or None) of the command's subject.
+def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, Any]:
+    """(program cases for devices, the module case whose host checks also run, or None) of the command's subject.
 
     Raises:
         SubjectError: one line on what is wrong with the subject or its options.
@@ -99,7 +99,7 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
         from vkdiff.harness.artifacts import ArtifactError, load
 
         try:
-            return load(path), [], None
+            return load(path), None
         except ArtifactError as exc:
             raise SubjectError(str(exc)) from None
     if ":" in subject and subject.rsplit(":", 1)[0].endswith(".py"):
@@ -112,15 +112,14 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
         return _module(module_case(subject, args.recipe, args.partitioner, tolerance=tolerance), options, command)
     if args.recipe is not None:
         raise SubjectError(f"--recipe {args.recipe}: {subject} is a program; recipes apply to module factories")
-    return pte_cases(path, options, command), [], None
+    return pte_cases(path, options, command), None
 
 
-def _module(case, options, command) -> tuple[list, list, Any]:
-    from vkdiff.harness.models import check_case
+def _module(case, options, command) -> tuple[list, Any]:
     from vkdiff.harness.programs import module_cases
 
     cases, _ = module_cases(case, options, command)
-    return cases, check_case(case), case
+    return cases, case
 
 
 def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -129,6 +128,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, print_summary, report_line,
                                        resolve_inputs, run_exit_code, summarize, write_report)
     from vkdiff.harness.check import run_cases
+    from vkdiff.harness.models import check_case
     from vkdiff.harness.programs import SubjectError
     from vkdiff.harness.runner import Runner
     from vkdiff.reports import inspector
@@ -139,7 +139,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     results_path = Path(args.results or f"vkdiff-results/check-{stamp}.jsonl")
     check_outputs((results_path, "--results", False), (args.report, "--report", True))
     try:
-        cases, host, _ = _quiet(args.verbose, subject_cases, args, argv)
+        cases, module = _quiet(args.verbose, subject_cases, args, argv)
     except SubjectError as exc:
         raise UsageError(str(exc)) from None
     tree, devices = resolve_inputs(args, console)
@@ -147,6 +147,8 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         console.print(f"note: {note}", markup=False, style="yellow")
     runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
                     route=args.route, limits_profile=args.limits_profile, timeout=args.timeout)
+    host = [] if module is None else _quiet(args.verbose, check_case, module, runner.shader_variants(),
+                                            repro=" ".join(cases[0].command) if cases else "")
     def shown(result) -> None:
         report_line(result, console)
         _first_bad_line(result, console)

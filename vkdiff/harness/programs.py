@@ -227,36 +227,26 @@ def module_case(factory: str | Callable[[], Any], recipe: str, partitioner: str 
 
 
 def module_cases(case, options: CheckOptions, command: Sequence[str]) -> tuple[list[ProgramCase], Any]:
-    """Lower a module case and prepare its program (eager's outputs as the oracle); (cases, the lowering).
+    """Lower a module case and prepare its program (eager's outputs as the oracle, a generation's calls and tokens
+    when it decodes); (cases, the lowering or None).
 
-    A lowering failure is not a usage error: its ``LOWER_FAIL`` is the result, and the device cases are ``NOT_RUN``.
+    A lowering failure is not a usage error: its ``LOWER_FAIL`` is the host result, and the device case is ``NOT_RUN``.
     """
-    from vkdiff.harness.device_models import eager_run
-    from vkdiff.lowering.edge import LowerError, quiet_libraries
-    from vkdiff.lowering.lower import lower
+    from vkdiff.harness.device_models import prepare_model
 
-    try:
-        with quiet_libraries():
-            lowered = lower(case)
-    except LowerError as exc:
-        model = (Status.NOT_RUN, f"lowering failed (see the cpu results): {exc}")
+    model = prepare_model(case)
+    if isinstance(model, tuple):
         ident = dict(case=case.id, op=case.name, variant=case.variant, rule="device", knobs=case.knobs, seed=0)
         return [ProgramCase(id=case.id, ident=ident, model=model, command=tuple(command))], None
-    program = lowered.program()
-    found = program.vulkan_methods()
-    if not found:
-        model = (Status.NOT_RUN, "the lowered program has no Vulkan delegate (the cpu results check it against eager)")
-        ident = dict(case=case.id, op=case.name, variant=case.variant, rule="device", knobs=case.knobs, seed=0)
-        return [ProgramCase(id=case.id, ident=ident, model=model, command=tuple(command))], lowered
-    run = eager_run(case)
-    calls = [[np.asarray(x) for x in run.inputs[0]]]
-    more = calls_for(program, "forward", dataclasses.replace(options, inputs=None))[1:] if options.shapes else []
-    expected = run.outputs + [_eager_of(case, call) for call in more]
-    model = PreparedProgram(case_id=case.id, program=program, method="forward", steps=calls + more,
-                            expected=expected, tolerance=case.tolerance or _tolerance(program, options))
-    pc = _case(model, program, "forward", case.name, command, case.knobs)
+    if options.shapes:
+        more = calls_for(model.program, "forward", dataclasses.replace(options, inputs=None))[1:]
+        model.steps += more
+        model.expected += [_eager_of(case, call) for call in more]
+    if options.atol is not None or options.rtol is not None:
+        model.tolerance = _tolerance(model.program, options)
+    pc = _case(model, model.program, "forward", case.name, command, case.knobs)
     pc.ident.update(variant=case.variant)
-    return [pc], lowered
+    return [pc], model
 
 
 def _eager_of(case, call: list[Any]) -> np.ndarray:

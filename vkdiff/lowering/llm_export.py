@@ -61,8 +61,8 @@ def llm_config(knobs: dict[str, Any], checkpoint: str, params: str, output_dir: 
         base=BaseConfig(model_class=ModelType.llama3, checkpoint=checkpoint, params=params),
         model=ModelConfig(dtype_override=DtypeOverride.fp32, use_kv_cache=True, use_sdpa_with_kv_cache=True,
                           enable_dynamic_shape=True),
-        export=ExportConfig(max_seq_length=llm_cases.TINY.max_seq_len,
-                            max_context_length=llm_cases.TINY.max_context_len, output_dir=output_dir),
+        export=ExportConfig(max_seq_length=llm_cases.spec_of(knobs).max_seq_len,
+                            max_context_length=llm_cases.spec_of(knobs).max_context_len, output_dir=output_dir),
         quantization=quantization,
         backend=BackendConfig(vulkan=VulkanConfig(enabled=True)))
     return cfg
@@ -94,7 +94,7 @@ def lower_llm(case: ModelCase) -> LoweredCase:
     memoise_vulkan_patterns()
     with tempfile.TemporaryDirectory(prefix="vkdiff-llm-") as output_dir, quiet_stdout():
         knobs = dict(case.options)
-        checkpoint, params = stage("checkpoint", llm_cases.checkpoint_paths, llm_cases.TINY,
+        checkpoint, params = stage("checkpoint", llm_cases.checkpoint_paths, llm_cases.spec_of(knobs),
                                     knobs["checkpoint_dtype"])
         cfg = stage("config", llm_config, knobs, str(checkpoint), str(params), output_dir)
         stage("validate", lib._validate_args, cfg)
@@ -176,7 +176,7 @@ def quantize_like_export_llama(model, inputs=None, *, knobs: tuple[tuple[str, An
     import torch
 
     values = dict(knobs)
-    checkpoint, params = llm_cases.checkpoint_paths(llm_cases.TINY, values["checkpoint_dtype"])
+    checkpoint, params = llm_cases.checkpoint_paths(llm_cases.spec_of(values), values["checkpoint_dtype"])
     cfg = llm_config(values, str(checkpoint), str(params), tempfile.gettempdir())
     transformer = model.transformer
     with torch.no_grad(), quiet_stdout():
