@@ -125,8 +125,8 @@ def _module(case, options, command) -> tuple[list, Any]:
 def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from rich.console import Console
 
-    from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, print_summary, report_line,
-                                       resolve_inputs, run_exit_code, summarize, write_report)
+    from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, explain_no_tree, print_summary,
+                                       report_line, resolve_inputs, run_exit_code, summarize, write_report)
     from vkdiff.harness.check import run_cases
     from vkdiff.harness.models import check_case
     from vkdiff.harness.programs import SubjectError
@@ -157,6 +157,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
         results = run_cases(cases, host, runner, ResultStore(results_path), on_result=shown,
                             stop=lambda: bool(interrupts.received), wrap=lambda fn, *a: _quiet(args.verbose, fn, *a))
     print_summary(summarize(results), console)
+    explain_no_tree(results, tree, console)
     console.print(f"results: {results_path}", markup=False)
     for written in inspector.write(results, results_path.parent / f"{results_path.stem}.nodes"):
         console.print(f"node table: {written}", markup=False)

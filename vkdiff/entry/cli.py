@@ -12,8 +12,8 @@ from typing import Sequence
 
 from vkdiff.entry.options import add_run_options
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
-                                   print_summary, report_line, resolve_inputs, run_exit_code, summarize,
-                                   write_report)
+                                   explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
+                                   summarize, write_report)
 from vkdiff.harness.selection import SelectionError
 
 __all__ = ["EXIT_EMPTY", "EXIT_FAIL", "EXIT_USAGE", "build_parser", "main"]
@@ -162,6 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results = run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
                           save_to=Path(args.save_artifacts) if args.save_artifacts else None)
     print_summary(summarize(results), console)
+    explain_no_tree(results, runner.tree, console)
     console.print(f"results: {results_path}", markup=False)
     if args.report:
         write_report([results_path], Path(args.report), console)

@@ -18,7 +18,7 @@ import pytest
 from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.device.trees import TreeChoice
 from vkdiff import store
-from vkdiff.datamodel import CRASH_FLAG, REPAIRED_FLAG, Result, Status, clip, merge
+from vkdiff.datamodel import CRASH_FLAG, REPAIRED_FLAG, Result, Status, merge
 from vkdiff.verdicts.expectations import counts_as_failure
 from vkdiff.harness.runner import NO_DEVICE, Runner, nothing_ran
 
@@ -243,7 +243,7 @@ class VkdiffSession:
         """The controller's record of an item whose worker crashed (the worker wrote nothing for it)."""
         case_id, _, device = nodeid.split("::")[-1].rpartition("@")
         crash = Result(case=case_id, op=case_id.split("[")[0], device=device, flags=[CRASH_FLAG],
-                       status=Status.ERROR.name, reason=clip(text, 400))
+                       status=Status.ERROR.name, reason=text)
         store.ResultStore(self.results_dir / "results-controller.jsonl").append(crash)
 
     def merge(self) -> MergeSummary:

@@ -162,3 +162,13 @@ def print_summary(table: dict, console) -> None:
     for device, counts in table.items():
         out.add_row(device, *(str(counts.get(s, 0)) for s in statuses))
     console.print(out)
+
+
+def explain_no_tree(results: Sequence, tree, console) -> None:
+    """Under the summary: why the device rows are NOT_RUN when there is no tree, and how to give one."""
+    from vkdiff.datamodel import HOST
+
+    skipped = [r for r in results if r.device != HOST and r.status == Status.NOT_RUN.name]
+    if tree.path is None and skipped:
+        note = tree.note or "no ExecuTorch tree; pass --et-src PATH (a checkout, REPO@REV or a .tar.* of one)"
+        console.print(f"{len(skipped)} device results are NOT_RUN: {note}", markup=False, style="yellow")

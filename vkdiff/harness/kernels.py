@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import itertools
 import time
+import traceback
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
@@ -29,7 +30,7 @@ from vkdiff.device.layouts import unwritten_mask
 from vkdiff.verdicts.compare import ErrorStatistics
 from vkdiff.verdicts.program import PORT_STALE_FLAG
 from vkdiff.verdicts.statuses import status_of_exception
-from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, clip, versions
+from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, versions
 
 PREPARE_BLAS_THREADS = 1
 """BLAS threads for preparing references: float64 matmuls of kernel cases are small, and an
@@ -150,7 +151,9 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
                 break
     except Exception as exc:  # every failure becomes a status; the run goes on
         status, reason = status_of_exception(exc)
-        result.status, result.reason = status.name, clip(reason)
+        result.status, result.reason = status.name, reason
+        if status is Status.ERROR:
+            result.traceback = "".join(traceback.format_exception(exc))
         if is_device_lost(exc):
             result.flags = [*result.flags, DEVICE_LOST_FLAG]
     result.seconds = round(time.perf_counter() - start, 4)
@@ -192,7 +195,7 @@ def record_launch(result: Result, launched: Launch, prepared: Prepared) -> None:
     stats, outputs = _statistics(launched, prepared)
     status = stats.status()
     result.status = status.name
-    result.reason = "" if status is Status.PASS else clip(stats.message())
+    result.reason = "" if status is Status.PASS else stats.message()
     result.shader, result.shaders = launched.variant, list(launched.shaders)
     tolerances = prepared.tolerance if isinstance(prepared.tolerance, tuple) else (prepared.tolerance,)
     result.metrics, result.tolerance = stats.to_dict(), tolerances[0].to_dict()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+import traceback
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from vkdiff import fusions
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.fusions import Finding, FusionContext
 from vkdiff.verdicts.compare import ErrorStatistics
-from vkdiff.datamodel import HOST, Result, Status, Tolerance, clip, versions
+from vkdiff.datamodel import HOST, Result, Status, Tolerance, versions
 from vkdiff.lowering.edge import LowerError, LoweredCase, quiet_libraries
 from vkdiff.lowering.lower import lower
 from vkdiff.lowering.recipes import RECIPES
@@ -98,20 +99,21 @@ def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None, r
     except LowerError as exc:
         refused = bool(case.accept_refusal) and re.search(case.accept_refusal, str(exc)) is not None
         status, reason = (Status.PASS, f"refused as intended: {exc}") if refused else (Status.LOWER_FAIL, str(exc))
-        return [Result(rule="lower", status=status.name, reason=clip(reason),
+        return [Result(rule="lower", status=status.name, reason=reason,
                        seconds=round(time.perf_counter() - start, 3), **base)]
     try:
         with quiet_libraries():
             findings = _findings(case, lowered, shader_variants)
     except Exception as exc:  # a harness bug must not abort the run
-        return [Result(rule="rules", status=Status.ERROR.name, reason=clip(f"{type(exc).__name__}: {exc}"), **base)]
+        return [Result(rule="rules", status=Status.ERROR.name, reason=f"{type(exc).__name__}: {exc}",
+                       traceback="".join(traceback.format_exception(exc)), **base)]
     seconds = round(time.perf_counter() - start, 3)
     results = []
     for rule, items in findings.items():
         worst = max(items, key=lambda f: (f.status.is_failure(), f.status))
         results.append(Result(
             rule=rule, status=worst.status.name,
-            reason=clip("; ".join(f.message for f in items if f.status is not Status.PASS) or worst.message),
+            reason="; ".join(f.message for f in items if f.status is not Status.PASS) or worst.message,
             metrics={"findings": [dict(status=f.status.name, message=f.message, **_jsonable(f.evidence))
                                   for f in items], "lower_seconds": lowered.seconds, "lower_cached": lowered.cached,
                      "pte_size": lowered.pte_size, "partitions": lowered.partitions},

@@ -116,8 +116,9 @@ def sdpa_with_kv_cache(query, key, value, key_cache: np.ndarray, value_cache: np
     key_cache[:, start:start + seq] = np.asarray(key).astype(key_cache.dtype)
     value_cache[:, start:start + seq] = np.asarray(value).astype(value_cache.dtype)
     length = start + seq
-    keys = np.asarray(key_cache[:, :length], np.float64)
-    values = np.asarray(value_cache[:, :length], np.float64)
+    with np.errstate(invalid="ignore"):  # a device cache may hold signalling-NaN poison past what was written
+        keys = np.asarray(key_cache[:, :length], np.float64)
+        values = np.asarray(value_cache[:, :length], np.float64)
     group = heads // keys.shape[2]
     keys, values = np.repeat(keys, group, axis=2), np.repeat(values, group, axis=2)
     factor = 1.0 / np.sqrt(dim) if scale is None else float(scale)

@@ -57,8 +57,9 @@ class ErrorStatistics:
         if actual.shape != expected.shape:
             return cls(total=int(expected.size), mismatches=None, max_abs=None, max_rel=None, sqnr_db=None,
                        shape_mismatch=f"actual {actual.shape} vs expected {expected.shape}")
-        a = np.asarray(actual, dtype=np.float64)
-        e = np.asarray(expected, dtype=np.float64)
+        with np.errstate(invalid="ignore"):  # poison is a signalling NaN: its cast to float64 is not an error here
+            a = np.asarray(actual, dtype=np.float64)
+            e = np.asarray(expected, dtype=np.float64)
         bound = tolerance.bound(e, magnitude)
         safe_bound = np.maximum(bound, 1e-300)
         clean = (unwritten is None or not unwritten.any()) and bool(np.isfinite(a).all() and np.isfinite(e).all())
