@@ -33,7 +33,13 @@ def saved(tmp_path_factory, et_tree):
 
 
 def _without_torch(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True)
+    """A GPU runner: no torch, torchao or executorch, and no glslc or spirv-opt on PATH (the cache is warm)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as empty:
+        return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *argv], capture_output=True, text=True,
+                              env={**os.environ, "PATH": empty})
 
 
 def test_a_runner_without_torch_judges_the_saved_delegates_like_the_full_stack(saved, tmp_path, et_tree):

@@ -8,10 +8,13 @@ storage buffer is declared ``storage`` (naga ignores member ``NonWritable``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
 from vkdiff.device import spirv, watchdog
 from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
                                     ShaderUnsupportedError, gpu_call, naga_missing_capability)
@@ -54,12 +57,47 @@ def _layout_entry(binding: spirv.Binding) -> dict:
     return entry
 
 
+BAKED = "baked"
+"""Cache folder of transformed modules: a runner with them needs no spirv-opt."""
+
+
+@functools.lru_cache(maxsize=None)
+def _transforms_version() -> str:
+    """The transforms are part of a baked module's key: changing them rebakes."""
+    return hashlib.sha256(Path(spirv.__file__).read_bytes()).hexdigest()[:12]
+
+
 def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
                    local_size: tuple[int, int, int]) -> tuple[bytes, int]:
     """Apply every transform naga needs: bake spec constants and workgroup size, rewrite samplers, clamp
-    infinite literals; also returns how many infinities were clamped."""
+    infinite literals; also returns how many infinities were clamped.
+
+    The result is a verified cache entry keyed by the module, the values and the transforms, so a runner whose
+    cache holds it needs no spirv-opt (a corrupt entry is discarded, rebuilt and reported).
+
+    Raises:
+        SpirvOptMissingError: the entry is not cached and spirv-opt is not installed.
+    """
+    key = hashlib.sha256(b"\0".join([spv, repr(sorted(spec_constants.items())).encode(), repr(tuple(local_size)).encode(),
+                                     _transforms_version().encode()])).hexdigest()[:32]
+    path = cache_dir() / BAKED / f"{key}.spv"
+    try:
+        payload = read_entry(path)
+        return payload[4:], int.from_bytes(payload[:4], "little")
+    except FileNotFoundError:
+        pass
+    except CacheCorruptError as exc:
+        record_repair(exc)
+        path.unlink(missing_ok=True)
     baked = spirv.rewrite_combined_samplers(spirv.bake_spec_constants(spv, dict(spec_constants), local_size))
-    return spirv.clamp_infinite_constants(baked)
+    module, clamped = spirv.clamp_infinite_constants(baked)
+    write_entry(path, int(clamped).to_bytes(4, "little") + module)
+    return module, clamped
+
+
+def has_baked_modules() -> bool:
+    """Whether the cache holds transformed modules (then spirv-opt is needed only for ones it lacks)."""
+    return any((cache_dir() / BAKED).glob("*.spv"))
 
 
 class PipelineCache:

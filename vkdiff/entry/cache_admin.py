@@ -7,7 +7,8 @@ folder         entry                      check
 =============  =========================  ==========================================
 ``spv/``       one SPIR-V module          header hash
 ``index/``     (tree, variant) → module   header hash
-``lowered/``   a lowering: .pte + JSON     header hash (each file)
+``lowered/``   a lowering (.pte + JSON)   header hash (each file)
+``baked/``     a transformed module       header hash
 ``include/``   a tree's generated headers manifest of file hashes
 ``trees/``     an extracted tree          manifest of file hashes
 ``llm/``       a generated checkpoint     manifest of file hashes
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from vkdiff.datamodel import CacheCorruptError, read_entry, verify_manifest
 
-FILE_ENTRIES = ("spv", "index", "lowered")
+FILE_ENTRIES = ("spv", "index", "lowered", "baked")
 FOLDER_ENTRIES = ("include", "trees", "llm")
 
 

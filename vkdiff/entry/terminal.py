@@ -62,6 +62,7 @@ def resolve_inputs(args: argparse.Namespace, console):
     """
     from vkdiff.device.adapters import UnknownDeviceError, select
     from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
+    from vkdiff.device.dispatch import has_baked_modules
     from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
     from vkdiff.device.trees import EtSourceError, choose_tree
     from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
@@ -72,7 +73,7 @@ def resolve_inputs(args: argparse.Namespace, console):
         tree = choose_tree(args.et_src)
         if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
             glslc_version()
-        if tree.path is not None and devices:
+        if tree.path is not None and devices and not has_baked_modules():
             spirv_opt()
     except (CacheUnwritableError, EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
