@@ -15,41 +15,47 @@ For each default Vulkan model case (the tiny Llama generation cases included) an
   built once without probes, as an app would run it, and **decode host ms/node**: the host
   time of that step per node (resize functions, pickers, encoding, submits).
 
-The full stack (torch, executorch) is needed only to prepare: ``--save DIR`` writes one
-pickle per case (delegate, inputs, eager outputs); ``--load DIR`` judges them on a
-machine with only numpy and wgpu, and ``--results FILE`` appends the verdicts as result
-records (the NVIDIA run of the closing note was made so).
+``--module FILE.py:factory --recipe R`` adds a user's module (``benchmarks/programs.py:deep_stack``, 4-bit
+weights: 201 nodes) to the catalogue's cases.
 
-    python3 benchmarks/bench_models.py --et-src TREE [--cases REGEX] [--save DIR | --load DIR] [--route mali]
-                                       [--limits-profile adreno-7xx]
+The full stack (torch, executorch) is needed only to prepare: ``--save DIR`` writes the
+cases as artifacts (``.pte``, JSON and ``.npz``, as ``vkdiff run --save-artifacts`` does);
+``--load DIR`` judges them on a machine with only numpy and wgpu, and ``--results FILE``
+appends the verdicts as result records (the NVIDIA run of the closing note was made so).
+
+    python3 benchmarks/bench_models.py --et-src TREE [--cases REGEX] [--module F.py:fn --recipe R]
+                                       [--save DIR | --load DIR] [--route mali] [--limits-profile adreno-7xx]
 """
 
 from __future__ import annotations
 
 import argparse
-import pickle
-import re
 import statistics
 import sys
 import time
 from pathlib import Path
 
 
-def prepared_models(pattern: str | None, load: Path | None) -> list:
-    """``ModelInputs`` from pickles, or prepared here (needs torch and executorch)."""
-    if load is not None:
-        found = [pickle.loads(p.read_bytes()) for p in sorted(load.glob("*.pkl"))]
-        return [m for m in found if pattern is None or re.search(pattern, m.case_id)]
+def model_cases(pattern: str | None, module: str | None, recipe: str) -> list:
+    """The catalogue's Vulkan model cases matching ``pattern`` (none when only ``module`` is asked), and ``module``."""
     from vkdiff.cases.catalog import all_model_cases
+    from vkdiff.harness.programs import module_case
+
+    cases = [] if module and pattern is None else [c for c in all_model_cases(pattern)
+                                                   if c.partitioner.startswith("vulkan")]
+    return cases + ([module_case(module, recipe)] if module else [])
+
+
+def prepared_models(cases: list, load: Path | None, pattern: str | None) -> list:
+    """``PreparedProgram`` of each case from an artifacts folder, or prepared here (needs torch and executorch)."""
+    if load is not None:
+        from vkdiff.harness.artifacts import load as load_artifacts
+
+        return [a.model for a in load_artifacts(load, pattern) if not isinstance(a.model, tuple)]
     from vkdiff.harness.device_models import prepare_model
 
-    out = []
-    for case in all_model_cases(pattern):
-        if case.partitioner.startswith("vulkan"):
-            prepared = prepare_model(case)
-            if not isinstance(prepared, tuple):
-                out.append(prepared)
-    return out
+    prepared = [prepare_model(case) for case in cases]
+    return [p for p in prepared if not isinstance(p, tuple)]
 
 
 def decode_step(model, ctx, route, et_src: Path, repeat: int) -> tuple[float, float]:
@@ -122,18 +128,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route", default="native")
     parser.add_argument("--limits-profile", default=None, help="mobile limits profile (vkdiff/device/limits.toml)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--module", default=None, help="also a module factory, FILE.py:function")
+    parser.add_argument("--recipe", default="4w", help="recipe of --module")
     parser.add_argument("--save", type=Path, help="write prepared models here and stop")
     parser.add_argument("--load", type=Path, help="read prepared models from here (no torch needed)")
     parser.add_argument("--results", type=Path, help="append verdicts to this results file")
     args = parser.parse_args(argv)
-    models = prepared_models(args.cases, args.load)
     if args.save:
-        args.save.mkdir(parents=True, exist_ok=True)
-        for model in models:
-            name = re.sub(r"[^A-Za-z0-9_.+-]", "_", model.case_id)
-            (args.save / f"{name}.pkl").write_bytes(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
-        print(f"saved {len(models)} prepared models to {args.save}")
+        from vkdiff.harness.artifacts import save
+
+        cases = model_cases(args.cases, args.module, args.recipe)
+        for case in cases:
+            save(case, args.save)
+        print(f"saved {len(cases)} prepared models to {args.save}")
         return 0
+    cases = [] if args.load else model_cases(args.cases, args.module, args.recipe)
+    models = prepared_models(cases, args.load, args.cases)
     if args.et_src is None:
         parser.error("--et-src is needed to run (an extracted tree)")
     bench(models, args.et_src, args.route, args.repeat, args.results, args.limits_profile)

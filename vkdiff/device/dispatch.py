@@ -227,8 +227,11 @@ def workgroup_count(global_size: Sequence[int], local_size: Sequence[int]) -> tu
 
 
 def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_size: Sequence[int],
-             immediates: bytes = b"", label: str = "kernel") -> None:
+             immediates: bytes = b"", label: str = "kernel", batch: "Batch | None" = None) -> None:
     """Bind ``resources[i]`` to binding ``i``, push ``immediates`` and dispatch ``global_size`` invocations.
+
+    With ``batch``, the dispatch is encoded into the batch's command buffer, submitted with the others at
+    ``Batch.flush`` (as ET-VK records a graph's dispatches into one command buffer); else it is submitted now.
 
     As in ET-VK, the launcher provides every descriptor slot of the op; slots the compiled
     shader does not declare (glslc drops unused ones, e.g. the bias of older trees) are
@@ -257,8 +260,7 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     if len(immediates) < size:
         raise DispatchError(f"{label}: shader reads {size} bytes of push constants, launcher gave {len(immediates)}")
 
-    def record() -> None:
-        encoder = device.create_command_encoder(label=label)
+    def record(encoder: Any) -> None:
         compute = encoder.begin_compute_pass()
         compute.set_pipeline(pipeline.handle)
         compute.set_bind_group(0, bind_group)
@@ -267,7 +269,67 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
         if min(groups) > 0:
             compute.dispatch_workgroups(*groups)
         compute.end()
+
+    if batch is not None:
+        batch.add(f"{label} {groups}", record)
+        return
+
+    def submit() -> None:
+        encoder = device.create_command_encoder(label=label)
+        record(encoder)
         device.queue.submit([encoder.finish()])
 
-    gpu_call(DispatchError, f"{label}: dispatch", record)
+    gpu_call(DispatchError, f"{label}: dispatch", submit)
     watchdog.note_dispatch(f"{label} {groups}")
+
+
+class Batch:
+    """Dispatches encoded into one command buffer and submitted together.
+
+    A submission that wgpu rejects is replayed one dispatch per submission, so the error names
+    the dispatch (and the node that added it) as an unbatched run would.
+    """
+
+    def __init__(self, device: Any):
+        self.device = device
+        self.pending: list[tuple[str, Any, Any]] = []
+        self.node: Any = None
+        """The node whose dispatches are being added (named by an error of the submission)."""
+
+    def add(self, what: str, record: Any) -> None:
+        self.pending.append((what, record, self.node))
+
+    def flush(self) -> None:
+        """Submit what is pending (nothing when empty)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+
+        def submit_all() -> None:
+            encoder = self.device.create_command_encoder(label="batch")
+            for _, record, _ in pending:
+                record(encoder)
+            self.device.queue.submit([encoder.finish()])
+
+        for what, _, _ in pending:
+            watchdog.note_dispatch(what)
+        try:
+            gpu_call(DispatchError, f"batch of {len(pending)} dispatches", submit_all)
+        except DispatchError:
+            self._attribute(pending)
+            raise
+
+    def _attribute(self, pending: list[tuple[str, Any, Any]]) -> None:
+        """Submit each dispatch alone; the first wgpu rejects raises with its label and node."""
+        for what, record, node in pending:
+            def one(record=record, what=what) -> None:
+                encoder = self.device.create_command_encoder(label=what)
+                record(encoder)
+                self.device.queue.submit([encoder.finish()])
+
+            try:
+                gpu_call(DispatchError, f"{what}: dispatch", one)
+            except DispatchError as exc:
+                if node is not None:
+                    exc.node_index = node
+                raise

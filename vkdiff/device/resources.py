@@ -7,7 +7,7 @@ back whole so that unwritten elements can be detected.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -171,6 +171,34 @@ def read_raw(device: Any, tensor: Tensor) -> np.ndarray:
                        {"bytes_per_row": width * 4 * tensor.dtype.itemsize, "rows_per_image": height},
                        (width, height, depth))
     return np.frombuffer(raw, dtype=tensor.dtype).copy()
+
+
+def read_buffers(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
+    """The raw bytes of many buffer tensors with one copy, one submission and one map (a read each costs a
+    round trip: 201 probes of a 200-node delegate took 0.6 s on lavapipe one by one)."""
+    import wgpu
+
+    if not tensors:
+        return []
+    sizes = [int(t.handle.size) for t in tensors]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    what = f"reading back {len(tensors)} buffers ({offsets[-1]} bytes)"
+
+    def copy_map_read() -> bytes:
+        target = device.create_buffer(size=int(offsets[-1]), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        encoder = device.create_command_encoder(label="readback")
+        for tensor, offset, size in zip(tensors, offsets, sizes):
+            encoder.copy_buffer_to_buffer(tensor.handle, 0, target, int(offset), size)
+        device.queue.submit([encoder.finish()])
+        target.map_sync(wgpu.MapMode.READ)
+        data = bytes(target.read_mapped())
+        target.unmap()
+        target.destroy()
+        return data
+
+    with watchdog.waiting(what):
+        raw = np.frombuffer(gpu_call(DispatchError, what, copy_map_read), np.uint8)
+    return [raw[offset:offset + size] for offset, size in zip(offsets, sizes)]
 
 
 def read(device: Any, tensor: Tensor) -> np.ndarray:

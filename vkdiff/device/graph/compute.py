@@ -34,6 +34,7 @@ import numpy as np
 from vkdiff.device import layouts, resources
 from vkdiff.device.boundary import DtypeMismatchError
 from vkdiff.device.context import DeviceContext
+from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
 from vkdiff.device.graph.vtensor import Layout, TensorSpec
 from vkdiff.device.resources import Storage, Tensor
@@ -163,6 +164,7 @@ class ComputeGraph:
 
     def __init__(self, ctx: DeviceContext, route: Route | None = None):
         self.ctx = ctx
+        self._batch: Batch | None = None
         self.device = ctx.device
         self.route = route or route_for("native", ctx.info)
         """Device properties ET-VK's host code routes on (see ``vkdiff.device.routing``)."""
@@ -352,12 +354,13 @@ class ComputeGraph:
         self.executions += 1
         self.dispatches = [d for d in self.dispatches if d.execution == 0]
         self._executing = True
+        self._batch = Batch(self.device) if not hasattr(self.device, "record_dispatch") else None
         try:
             for node in self.execute_nodes:
                 tick = time.perf_counter()
                 try:
                     if node.run is not None:
-                        node.run()
+                        self._host_work(node.run)
                     if node.shader is not None:
                         self._encode(node)
                 except Exception as exc:
@@ -365,9 +368,25 @@ class ComputeGraph:
                         exc.node_index = node.node
                     raise
                 self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
+            self._flush()
         finally:
             self._executing = False
+            self._batch = None
             self._updated.clear()
+
+    def _host_work(self, run: Callable[[], None]) -> None:
+        """Host work sees every dispatch before it done, and what it dispatches itself runs at once."""
+        self._flush()
+        batch, self._batch = self._batch, None
+        try:
+            run()
+        finally:
+            self._batch = batch
+
+    def _flush(self) -> None:
+        """Submit the dispatches encoded so far (host work reads and writes after them, as ET-VK's does)."""
+        if self._batch is not None:
+            self._batch.flush()
 
     def _encode(self, node: ExecuteNode, prepack: bool = False) -> None:
         shader, global_wg, local_wg = node.picked
@@ -381,7 +400,10 @@ class ComputeGraph:
                 self.polyfilled |= built.polyfilled
                 if pipeline.infinities_clamped:
                     self.clamped.add(shader)
-                dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader)
+                if self._batch is not None:
+                    self._batch.node = node.node
+                dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader,
+                                  batch=self._batch)
             except DtypeMismatchError as exc:
                 raise _named_binding(exc, self.ctx, shader) from None
             except Exception as exc:

@@ -257,22 +257,27 @@ class DelegateGraph:
             if index is not None and getattr(exc, "node_op", None) is None:
                 exc.node_op = delegate.ops[index].name if index < len(delegate.ops) else ""
             raise
-        read = {vid: back.get() for vid, back in self.readbacks.items()}
+        read = dict(zip(self.readbacks, Readback.get_all(list(self.readbacks.values()))))
         read.update({vid: value.value for vid, value in self.values.items() if isinstance(value, SymInt)})
-        nodes = [self._node_run(built, first) for built in self.nodes]
+        probes = [(built.call.op.index, when, vid, back) for built in self.nodes
+                  for when, found in (("before", built.before), ("after", built.after)) for vid, back in found.items()]
+        states: dict[tuple[int, str], dict[int, np.ndarray]] = {}
+        for (index, when, vid, _), value in zip(probes, Readback.get_all([p[3] for p in probes])):
+            states.setdefault((index, when), {})[vid] = value
+        nodes = [self._node_run(built, first, states) for built in self.nodes]
         seconds = time.perf_counter() - start + (self.build_seconds if first else 0.0)
         return DelegateRun(nodes=nodes, values=read, outputs=[read[vid] for vid in delegate.output_ids],
                            route=self.route, stale=self.stale, polyfilled=graph.polyfilled,
                            clamped=tuple(sorted(graph.clamped)), seconds=seconds,
                            resized=resized or self.data_dependent)
 
-    def _node_run(self, built: "_BuiltNode", first: bool) -> NodeRun:
+    def _node_run(self, built: "_BuiltNode", first: bool, states: dict) -> NodeRun:
         index = built.call.op.index
         records = [d for d in self.graph.dispatches if d.node == index and (first or not d.prepack)]
         return NodeRun(index=index, op=built.call.op.name, call=built.call, dispatches=records,
                        host_seconds=self.graph.node_seconds.get(index, 0.0), build_seconds=built.build_seconds,
-                       launcher=built.launcher, states_before={vid: b.get() for vid, b in built.before.items()},
-                       states_after={vid: b.get() for vid, b in built.after.items()})
+                       launcher=built.launcher, states_before=states.get((index, "before"), {}),
+                       states_after=states.get((index, "after"), {}))
 
 
 @dataclasses.dataclass(kw_only=True)
