@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
+import logging
 import os
 import sys
 import tempfile
+import warnings
 from typing import Iterator
 
 
@@ -82,3 +84,17 @@ def _flush_c_stdio() -> None:
         ctypes.CDLL(None).fflush(None)
 
 
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[list[str]]:
+    """Keep torch/torchao/executorch chatter (warnings, INFO logs, native fd-2 prints) out of vkdiff's output.
+
+    Yields the list of captured native stderr lines (kept for diagnostics).
+    """
+    with quiet_stderr() as captured, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.INFO)
+        try:
+            yield captured
+        finally:
+            logging.disable(previous)

@@ -170,7 +170,7 @@ def _quiet(verbose: bool, fn, *args, **kwargs):
     """Run ``fn`` with the libraries' chatter captured, unless ``-v``."""
     if verbose:
         return fn(*args, **kwargs)
-    from vkdiff.lowering.edge import quiet_libraries
+    from vkdiff.capture import quiet_libraries
 
     with quiet_libraries():
         return fn(*args, **kwargs)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vkdiff.capture import quiet_libraries
 from vkdiff.datamodel import OpSchema
 
 TORCH_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
@@ -45,17 +46,18 @@ def _torch():
 
 @functools.lru_cache(maxsize=None)
 def _register_executorch_ops() -> None:
-    """Operators that exist only once executorch, torchao or the LLM custom ops are imported."""
+    """Operators that exist only once executorch, torchao or the LLM custom ops are imported (quietly)."""
     import importlib
 
-    for module in ("executorch.exir.passes.dim_order_ops_registry", "executorch.exir.passes.executorch_prim_ops_registry",
-                   "executorch.backends.vulkan.custom_ops_lib",
-                   "torchao", "executorch.extension.llm.custom_ops.custom_ops",
-                   "executorch.kernels.quantized", "torch.ao.quantization.fx._decomposed"):
-        try:
-            importlib.import_module(module)
-        except Exception:  # an optional registration; the op itself then reports it is missing
-            pass
+    with quiet_libraries():
+        for module in ("executorch.exir.passes.dim_order_ops_registry",
+                       "executorch.exir.passes.executorch_prim_ops_registry", "executorch.backends.vulkan.custom_ops_lib",
+                       "torchao", "executorch.extension.llm.custom_ops.custom_ops",
+                       "executorch.kernels.quantized", "torch.ao.quantization.fx._decomposed"):
+            try:
+                importlib.import_module(module)
+            except Exception:  # an optional registration; the op itself then reports it is missing
+                pass
 
 
 def resolve(op: str) -> Any:

@@ -50,10 +50,12 @@ def eager_run(case: ModelCase) -> EagerRun:
         import torch
 
         from vkdiff.harness.models import eager, flat_outputs
+        from vkdiff.capture import quiet_libraries
 
-        model, inputs, _ = eager(case)
+        with quiet_libraries():
+            model, inputs, _ = eager(case)
         calls, outputs, tokens = [inputs], [], []
-        with torch.no_grad():
+        with torch.no_grad(), quiet_libraries():
             for step in range(1 + (case.decode_steps if case.decode else 0)):
                 outputs.append(flat_outputs(model(*calls[step])))
                 if case.decode is None:
@@ -247,7 +249,8 @@ def _failed(exc: Exception) -> tuple[Status, dict[str, Any]]:
 
 def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:
     """Lower (cached) and evaluate eager once; a (status, reason) when the case cannot run on a device."""
-    from vkdiff.lowering.edge import LowerError, quiet_libraries
+    from vkdiff.capture import quiet_libraries
+    from vkdiff.lowering.edge import LowerError
     from vkdiff.lowering.lower import lower
     from vkdiff.harness.models import model_tolerance
 

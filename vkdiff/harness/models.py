@@ -15,7 +15,8 @@ from vkdiff.cases.model_case import ModelCase
 from vkdiff.fusions import Finding, FusionContext
 from vkdiff.verdicts.compare import ErrorStatistics
 from vkdiff.datamodel import HOST, Result, Status, Tolerance, versions
-from vkdiff.lowering.edge import LowerError, LoweredCase, quiet_libraries
+from vkdiff.capture import quiet_libraries
+from vkdiff.lowering.edge import LowerError, LoweredCase
 from vkdiff.lowering.lower import lower
 from vkdiff.lowering.recipes import RECIPES
 

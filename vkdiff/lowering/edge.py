@@ -7,17 +7,13 @@ stage and ExecuTorch pass, ``LoweredCase`` is what either produces.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import logging
 import traceback
-import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from vkdiff.capture import quiet_stderr
 from vkdiff.datamodel import Delegate, Program, Source
 from vkdiff.lowering.sources import delegate_sources
 from vkdiff.program.pte import load_pte
@@ -136,22 +132,6 @@ def failing_pass(exc: BaseException) -> str:
         if "/executorch/" in frame.filename and ("_passes" in frame.filename or "passes" in frame.filename):
             return f"{Path(frame.filename).stem}.{frame.name}: "
     return ""
-
-
-@contextlib.contextmanager
-def quiet_libraries() -> Iterator[list[str]]:
-    """Keep torch/torchao/executorch chatter (warnings, INFO logs, native fd-2 prints) out of vkdiff's output.
-
-    Yields the list of captured native stderr lines (kept for diagnostics).
-    """
-    with quiet_stderr() as captured, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        previous = logging.root.manager.disable
-        logging.disable(logging.INFO)
-        try:
-            yield captured
-        finally:
-            logging.disable(previous)
 
 
 def lowered_modules(gm) -> list[tuple[str, Any]]:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vkdiff.datamodel import Program
-from vkdiff.lowering.edge import LowerError, memoise_vulkan_patterns, quiet_libraries, stage
+from vkdiff.capture import quiet_libraries
+from vkdiff.lowering.edge import LowerError, memoise_vulkan_patterns, stage
 from vkdiff.lowering.sources import delegate_sources
 
 
