@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from vkdiff.cases.catalog import all_model_cases
-from vkdiff.lowering.edge import quiet_libraries
+from vkdiff.capture import quiet_libraries
 from vkdiff.lowering.lower import lower
 
 

@@ -159,3 +159,18 @@ def test_the_checks_see_real_imports():
     assert {"vkdiff.harness.runner", "vkdiff.cases.catalog", "vkdiff.entry.terminal"} <= cli
     assert room("vkdiff.datamodel.result") == "datamodel" and room("vkdiff.device.launchers.registry") == "device"
     assert "vkdiff.datamodel.status" in vkdiff_edges()["vkdiff.datamodel.result"]
+
+
+def test_every_name_imported_from_vkdiff_exists():
+    """Lazy imports inside functions run only on some paths: each ``from vkdiff.x import name`` must resolve."""
+    import importlib
+
+    missing = []
+    for module in MODULES:
+        for target, names, line in imports(module):
+            if not target.startswith("vkdiff") or not names:
+                continue
+            loaded = importlib.import_module(target)
+            missing += [f"{module}:{line} {target}.{n}" for n in names
+                        if not hasattr(loaded, n) and f"{target}.{n}" not in MODULES]
+    assert not missing, missing

@@ -9,7 +9,7 @@ from vkdiff.cases.models import Linear, TiedLMHead, random_activations, random_t
 
 
 def _lowered(case: ModelCase):
-    from vkdiff.lowering.edge import quiet_libraries
+    from vkdiff.capture import quiet_libraries
     from vkdiff.lowering.lower import lower
 
     with quiet_libraries():

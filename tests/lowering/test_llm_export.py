@@ -13,7 +13,7 @@ import torch
 from vkdiff.cases import llm
 from vkdiff.lowering import lower as lowering
 from vkdiff.datamodel import schema_of
-from vkdiff.lowering.edge import quiet_libraries
+from vkdiff.capture import quiet_libraries
 from vkdiff.lowering.llm_export import LLM_RECIPES, llm_config, source_transforms
 
 FASTEST = "llm-4w"

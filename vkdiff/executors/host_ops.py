@@ -86,6 +86,40 @@ def declared_types(op: str) -> list[str]:
     return [a.type for a in OpSchema.parse(str(resolve(op)._schema)).arguments]
 
 
+@functools.lru_cache(maxsize=None)
+def _out_flags(op: str) -> tuple[bool, ...]:
+    return tuple(bool(a.is_out) for a in resolve(op)._schema.arguments)
+
+
+def call(op: str, values: Sequence[Any], *, out_dtypes: dict[int, str] | None = None,
+         where: str = "") -> tuple[tuple[Any, ...], dict[int, Any]]:
+    """Call ``op`` with one value per schema argument (converted by its declared type; an out argument starts as an
+    empty tensor of ``out_dtypes[i]``, which ATen sizes). Returns its results and, by argument position, every
+    argument it writes in place (``Tensor(a!)``), as torch tensors.
+
+    Raises:
+        HostOpError: the operator is unknown or ATen rejected the call (the message names the op).
+    """
+    overload = resolve(op)
+    positional, keywords, written = [], {}, {}
+    for index, (argument, declared, value) in enumerate(zip(overload._schema.arguments, declared_types(op), values)):
+        if argument.is_out:
+            converted = _torch().empty(0, dtype=_torch_dtype((out_dtypes or {}).get(index, "float32")))
+        else:
+            converted = HostOps.convert(declared, value)
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            written[index] = converted
+        if argument.kwarg_only:
+            keywords[argument.name] = converted
+        else:
+            positional.append(converted)
+    try:
+        produced = overload(*positional, **keywords)
+    except Exception as exc:
+        raise HostOpError(f"{op}{where}: {type(exc).__name__}: {str(exc).strip()[:300]}") from None
+    return (tuple(produced) if isinstance(produced, (tuple, list)) else (produced,)), written
+
+
 class HostOps:
     """Runs a method's kernel calls on its value table (``env`` holds numpy arrays and Python scalars)."""
 
@@ -122,28 +156,13 @@ class HostOps:
         if ns == "executorch_prim" or op in ("aten::sym_size.int", "aten::sym_numel"):
             self._prim(op, rest, args, env)
             return
-        overload = resolve(op)
-        schema = overload._schema
-        arguments = list(schema.arguments)
-        if len(args) < len(arguments):
-            raise HostOpError(f"{op}: the call passes {len(args)} values for {len(arguments)} arguments")
-        positional, keywords = [], {}
-        for argument, declared, vid in zip(arguments, declared_types(op), args):
-            if argument.is_out:
-                converted = _torch().empty(0, dtype=_torch_dtype(self.values[vid].get("dtype", "float32")))
-            else:
-                converted = self.convert(declared, self.value(vid, env))
-            if argument.kwarg_only:
-                keywords[argument.name] = converted
-            else:
-                positional.append(converted)
-        try:
-            produced = overload(*positional, **keywords)
-        except Exception as exc:
-            raise HostOpError(f"{op}: {type(exc).__name__}: {str(exc).strip()[:300]}") from None
-        returns = args[len(arguments):]
-        results = produced if isinstance(produced, (tuple, list)) else (produced,)
-        for vid, result in zip(returns, results):
+        count = len(declared_types(op))
+        if len(args) < count:
+            raise HostOpError(f"{op}: the call passes {len(args)} values for {count} arguments")
+        values = [None if is_out else self.value(vid, env) for vid, is_out in zip(args, _out_flags(op))]
+        outs = {i: self.values[vid].get("dtype", "float32") for i, vid in enumerate(args[:count]) if _out_flags(op)[i]}
+        results, _ = call(op, values, out_dtypes=outs)
+        for vid, result in zip(args[count:], results):
             env[vid] = to_numpy(result)
 
     @staticmethod

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vkdiff.datamodel import Delegate, DelegateEntry
-from vkdiff.executors.host_ops import HostOpError, HostOps, declared_types, resolve, to_numpy
+from vkdiff.executors.host_ops import HostOpError, call, declared_types, to_numpy
 
 
 class TorchDelegates:
@@ -41,31 +41,16 @@ class TorchDelegates:
         return [env[vid] for vid in graph.output_ids], env
 
     def _run(self, graph: Delegate, name: str, args: list[int], env: dict[int, Any]) -> None:
-        overload = resolve(name)
         types = declared_types(name)
         if len(args) - 1 != len(types):
             raise HostOpError(f"{name}: the graph passes {len(args) - 1} arguments, torch's schema has {len(types)}")
-        positional, keywords, written = [], {}, {}
-        for argument, declared, vid in zip(overload._schema.arguments, types, args[:-1]):
-            value = HostOps.convert(declared, _value(graph, vid, env))
-            if argument.alias_info is not None and argument.alias_info.is_write:
-                written[vid] = value
-            if argument.kwarg_only:
-                keywords[argument.name] = value
-            else:
-                positional.append(value)
-        try:
-            produced = overload(*positional, **keywords)
-        except Exception as exc:
-            raise HostOpError(f"{name} (torch CPU): {type(exc).__name__}: {str(exc).strip()[:300]}") from None
+        results, written = call(name, [_value(graph, vid, env) for vid in args[:-1]], where=" (torch CPU)")
         out = args[-1]
         items = graph.values[out].get("items") if graph.values[out].get("kind") == "ValueList" else None
-        outs = list(items) if items is not None else [out]
-        results = produced if isinstance(produced, (tuple, list)) else (produced,)
-        for vid, result in zip(outs, results):
+        for vid, result in zip(list(items) if items is not None else [out], results):
             env[vid] = to_numpy(result)
-        for vid, tensor in written.items():
-            env[vid] = to_numpy(tensor)
+        for index, tensor in written.items():
+            env[args[index]] = to_numpy(tensor)
 
 def _value(graph: Delegate, vid: int, env: dict[int, Any]) -> Any:
     if vid in env:

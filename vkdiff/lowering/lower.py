@@ -20,8 +20,9 @@ from pathlib import Path
 
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, versions, write_entry
+from vkdiff.capture import quiet_libraries
 from vkdiff.lowering.edge import (LoweredCase, attach_sources, call_targets, dequantize_dtypes, lowered_modules,
-                                  memoise_vulkan_patterns, quiet_libraries, stage)
+                                  memoise_vulkan_patterns, stage)
 from vkdiff.lowering.llm_export import lower_llm
 from vkdiff.lowering.recipes import PARTITIONERS, RECIPES
 
