@@ -204,6 +204,7 @@ def load_transformer(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
     checkpoint, _ = checkpoint_paths(spec, checkpoint_dtype)
     with torch.device("meta"):
         model = construct_transformer(spec.model_args())
+    # our generated checkpoint (a verified cache entry) or the user's --checkpoint: tensors only, no pickled code
     state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)
     model.load_state_dict(state, strict=False, assign=True)
     model.checkpoint_dtype = CHECKPOINT_DTYPES[checkpoint_dtype]

@@ -49,6 +49,16 @@ class Tolerance:
     """Machine epsilon of the kernel's dtype."""
 
     @classmethod
+    def for_graphs(cls, graphs) -> "Tolerance":
+        """A method output against eager or the reference program: percent-level for float16 delegates or
+        dynamically quantized activations (``choose_qparams``), else 1e-4 (``graphs``: decoded ``VkGraph``\ s)."""
+        graphs = list(graphs)
+        fp16 = any(t.dtype == "float16" for g in graphs for t in g.tensors.values())
+        dynamic = any(op.name.startswith("torchao.choose_qparams") for g in graphs for op in g.ops)
+        rtol = 2e-2 if fp16 or dynamic else 1e-4
+        return cls(atol=rtol, rtol=rtol)
+
+    @classmethod
     def for_dtype(cls, dtype) -> "Tolerance":
         """The policy row for an output dtype (see module docstring)."""
         dtype = np.dtype(dtype)

@@ -103,7 +103,10 @@ def run_method(method: Method, inputs: Sequence[Any], delegates: DelegateExecuto
         ins = method.instructions[pc]
         if ins.kind == "kernel":
             tick = time.perf_counter()
-            host.run(ins.op, ins.args, env)
+            try:
+                host.run(ins.op, ins.args, env)
+            except HostOpError as exc:
+                raise HostOpError(f"instruction {pc}{_frame(ins.frames)}: {exc}") from None
             host_seconds += time.perf_counter() - tick
         elif ins.kind == "delegate":
             calls.append(_delegate_call(method, pc, ins.delegate, ins.args, env, host, delegates, fallback))
@@ -139,6 +142,13 @@ def _delegate_call(method: Method, pc: int, index: int, args: Sequence[int], env
     for vid, value in zip(out_ids, call.outputs):
         env[vid] = value
     return call
+
+
+def _frame(frames: list[dict[str, Any]]) -> str:
+    """`` (model.py:24)``: the user's line the program's stack trace gives for an instruction, if any."""
+    user = [f for f in frames if "/torch/" not in f.get("filename", "") and "/executorch/" not in f.get("filename", "")]
+    last = (user or frames or [None])[-1]
+    return f" ({str(last['filename']).rsplit('/', 1)[-1]}:{last['lineno']})" if last else ""
 
 
 def _as_value(spec: dict[str, Any], value: Any) -> Any:

@@ -138,7 +138,7 @@ def _load_pt(path: Path) -> list[Any]:
     import torch
 
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        loaded = torch.load(path, map_location="cpu", weights_only=True)  # the user's --inputs: tensors only
     except Exception as exc:  # torch raises many kinds for a bad or unsafe file
         raise InputError(f"--inputs {path}: not a .pt of tensors torch can load safely ({type(exc).__name__})") from None
     items = list(loaded) if isinstance(loaded, (tuple, list)) else [loaded]

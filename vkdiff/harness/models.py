@@ -52,11 +52,8 @@ def weight_qparams(model) -> dict[str, dict[str, Any]]:
 
 
 def model_tolerance(lowered: LoweredCase) -> Tolerance:
-    """Model-level bound: fp16 delegates and dynamically quantized activations get percent-level slack."""
-    fp16 = any(t.dtype == "float16" for d in lowered.delegates for t in d.tensors.values())
-    dynamic = any(op.name.startswith("torchao.choose_qparams") for d in lowered.delegates for op in d.ops)
-    rtol = 2e-2 if fp16 or dynamic else 1e-4
-    return Tolerance(atol=rtol, rtol=rtol)
+    """Model-level bound of a lowering (``Tolerance.for_graphs`` of its Vulkan delegates)."""
+    return Tolerance.for_graphs(lowered.delegates)
 
 
 def flat_outputs(outputs: Any) -> np.ndarray:

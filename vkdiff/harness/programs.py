@@ -59,17 +59,9 @@ class CheckOptions:
     etrecord: Path | None = None
 
 
-def default_tolerance(program: Program) -> Tolerance:
-    """The method-output bound: percent-level for fp16 delegates or dynamically quantized activations, else 1e-4."""
-    graphs = [d.graph for m in program.methods.values() for d in m.delegates if d.graph is not None]
-    fp16 = any(t.dtype == "float16" for g in graphs for t in g.tensors.values())
-    dynamic = any(op.name.startswith("torchao.choose_qparams") for g in graphs for op in g.ops)
-    rtol = 2e-2 if fp16 or dynamic else 1e-4
-    return Tolerance(atol=rtol, rtol=rtol)
-
-
 def _tolerance(program: Program, options: CheckOptions) -> Tolerance:
-    base = default_tolerance(program)
+    """``Tolerance.for_graphs`` of the program's Vulkan delegates, with the user's ``--atol``/``--rtol``."""
+    base = Tolerance.for_graphs(d.graph for m in program.methods.values() for d in m.delegates if d.graph is not None)
     return Tolerance(atol=base.atol if options.atol is None else options.atol,
                      rtol=base.rtol if options.rtol is None else options.rtol)
 
