@@ -6,11 +6,14 @@ import os
 
 import pytest
 
-from tests.testutils import NO_PINNED_TREE, first_adapter, pinned_tarball, seeded_rng
+from tests.testutils import NO_PINNED_TREE, UNUSABLE, first_adapter, pinned_tarball, seeded_rng
 
 
 def pytest_configure(config):
-    """The project's own default cases run on the pinned ExecuTorch main tree when no tree is given."""
+    """A promised device that is missing fails the session in one line; the project's own default cases run on
+    the pinned ExecuTorch main tree when no tree is given."""
+    if UNUSABLE:
+        raise pytest.UsageError(f"vkdiff: {UNUSABLE[0]}")
     main = pinned_tarball("main")
     if hasattr(config.option, "et_src") and config.option.et_src is None and main is not None \
             and not os.environ.get("VKDIFF_ET_SRC"):

@@ -20,13 +20,23 @@ SHARED_ET = Path(os.environ.get(SHARED_ET_ENV) or Path(__file__).resolve().paren
 
 @functools.lru_cache(maxsize=None)
 def vulkan_adapters():
-    """Every Vulkan adapter (probed once per process), filtered by $VKDIFF_DEVICE."""
-    from vkdiff.device.adapters import select
+    """Every Vulkan adapter (probed once per process), filtered by $VKDIFF_DEVICE.
+
+    Discovery errors propagate (never "no adapters"). Where a device is promised ($VKDIFF_REQUIRE_DEVICE, $CI)
+    and none exists, or $VKDIFF_DEVICE matches none, the reason is kept in ``UNUSABLE`` and the session fails at
+    configure time with that one line (``tests/conftest.py``).
+    """
+    from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
 
     try:
         return tuple(select())
-    except Exception:
+    except (NoAdapterError, UnknownDeviceError) as exc:
+        UNUSABLE.append(str(exc))
         return ()
+
+
+UNUSABLE: list[str] = []
+"""Why the promised adapters cannot be used (the session fails on it)."""
 
 
 def first_adapter():

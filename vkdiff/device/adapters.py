@@ -127,6 +127,25 @@ class UnknownDeviceError(LookupError):
     """A ``--device`` selector matched no adapter."""
 
 
+class NoAdapterError(LookupError):
+    """A device is promised (``$VKDIFF_REQUIRE_DEVICE`` or ``$CI``) and no Vulkan adapter was found."""
+
+
+REQUIRE_ENV = "VKDIFF_REQUIRE_DEVICE"
+"""Set (``.ci/run`` sets it, as does ``$CI``) where a Vulkan adapter must exist: finding none fails the run."""
+
+
+def device_promised() -> str | None:
+    """The variable that promises a device (``VKDIFF_REQUIRE_DEVICE`` or ``CI``), or None."""
+    return next((name for name in (REQUIRE_ENV, "CI") if os.environ.get(name) not in (None, "", "0", "false")), None)
+
+
+def _no_adapter(promise: str) -> NoAdapterError:
+    seen = [f"{i.name} ({i.backend})" for i, _ in enumerate_adapters(None)]
+    return NoAdapterError(f"no Vulkan adapter found although ${promise} promises one (adapters seen: "
+                          f"{', '.join(seen) or 'none'}); install mesa-vulkan-drivers (lavapipe) or a GPU driver")
+
+
 def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> list[tuple[DeviceInfo, Any]]:
     """Adapters matching any selector (slug, or case-insensitive substring of name/driver).
 
@@ -134,8 +153,12 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> lis
 
     Raises:
         UnknownDeviceError: a selector matched nothing; the message lists the slugs.
+        NoAdapterError: no Vulkan adapter at all where ``device_promised()`` (names every adapter seen).
     """
     found = enumerate_adapters(backend)
+    promise = device_promised()
+    if not found and promise and backend == "Vulkan":
+        raise _no_adapter(promise)
     origin = "--device"
     if not selectors and os.environ.get(ADAPTER_ENV):
         selectors, origin = [os.environ[ADAPTER_ENV]], f"${ADAPTER_ENV}"

@@ -182,11 +182,11 @@ class VkdiffSession:
 
     @functools.cached_property
     def adapters(self) -> list[tuple[Any, Any]]:
-        from vkdiff.device.adapters import UnknownDeviceError, select
+        from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
 
         try:
             return select(self.selectors)
-        except UnknownDeviceError as exc:
+        except (NoAdapterError, UnknownDeviceError) as exc:
             raise pytest.UsageError(str(exc)) from None
 
     @functools.cached_property

@@ -60,7 +60,7 @@ def resolve_inputs(args: argparse.Namespace, console):
 
     Each problem is one line (a usage error); the tree's note is printed once everything is valid.
     """
-    from vkdiff.device.adapters import UnknownDeviceError, select
+    from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
     from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.dispatch import has_baked_modules
     from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
@@ -75,7 +75,8 @@ def resolve_inputs(args: argparse.Namespace, console):
             glslc_version()
         if tree.path is not None and devices and not has_baked_modules():
             spirv_opt()
-    except (CacheUnwritableError, EtSourceError, GlslcMissingError, SpirvOptMissingError, UnknownDeviceError) as exc:
+    except (CacheUnwritableError, EtSourceError, GlslcMissingError, NoAdapterError, SpirvOptMissingError,
+            UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
     console.print(tree.note, markup=False)
     return tree, devices

@@ -64,15 +64,20 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
 
 
 def nothing_ran(results: Sequence[Result], tree: TreeChoice, adapters: Sequence[Any]) -> str | None:
-    """A warning when an adapter and a tree were given yet no kernel case ran, else None.
+    """A warning when a tree was given yet no kernel case ran on a device, else None.
 
-    A run that ends all ``NOT_RUN``/``NOT_SUPPORTED`` verified nothing: it must not look green.
+    A run that ends all ``NOT_RUN``/``NOT_SUPPORTED`` verified nothing: it must not look green, whether every
+    case was skipped on the adapters or there was no adapter to run them on.
     """
     kernel = [r for r in results if r.device != HOST]
-    if tree.path is None or not adapters or not kernel or not all(Status[r.status].is_skip() for r in kernel):
+    if tree.path is None or not kernel or not all(Status[r.status].is_skip() for r in kernel):
         return None
+    if not adapters:
+        return (f"no kernel case ran: no Vulkan adapter was found although an ExecuTorch tree was given "
+                f"({len(kernel)} results NOT_RUN; {NO_ADAPTER})")
+    first = kernel[0].reason.splitlines()[0] if kernel[0].reason else "?"
     return (f"no kernel case ran: all {len(kernel)} kernel results are NOT_RUN or NOT_SUPPORTED although an adapter "
-            f"and an ExecuTorch tree were given (first reason: {kernel[0].reason.splitlines()[0] if kernel[0].reason else '?'})")
+            f"and an ExecuTorch tree were given (first reason: {first})")
 
 
 class Runner:
