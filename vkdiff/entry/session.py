@@ -81,7 +81,8 @@ def failure_text(result: Result) -> str:
 
 
 def apply_outcome(results: Sequence[Result]) -> None:
-    """Map statuses to pytest outcomes: failures fail, known bugs xfail, NOT_RUN/NOT_SUPPORTED skip."""
+    """Map statuses to pytest outcomes: failures fail, known bugs xfail, NOT_RUN/NOT_SUPPORTED skip; an item whose
+    checks partly did not run skips naming them (a pass never hides a check that did not run)."""
     __tracebackhide__ = True
     failing = [r for r in results if counts_as_failure(r)]
     if failing:
@@ -89,8 +90,14 @@ def apply_outcome(results: Sequence[Result]) -> None:
     known = [r for r in results if (r.expectation or {}).get("outcome") == "known"]
     if known:
         pytest.xfail("; ".join(f"known {r.expectation['id']}: {r.status} {r.rule or r.variant}" for r in known))
-    if results and all(Status[r.status].is_skip() for r in results):
+    skipped = [r for r in results if Status[r.status].is_skip()]
+    if results and len(skipped) == len(results):
         pytest.skip(f"{results[0].status}: {results[0].reason}")
+    if skipped:
+        named = "; ".join(f"{r.rule or r.variant} {r.status}: {r.reason.splitlines()[0] if r.reason else ''}"
+                          for r in skipped)
+        pytest.skip(f"{len(skipped)} of {len(results)} checks did not run ({named}); the other "
+                    f"{len(results) - len(skipped)} passed")
 
 
 @dataclasses.dataclass(kw_only=True)
