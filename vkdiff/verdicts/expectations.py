@@ -30,6 +30,14 @@ class Expectation:
     """Statuses the bug produces."""
     signature: str = ""
     """Regex that the result's reason must contain."""
+    shader: str = ""
+    """Regex the result's shader must match (a kernel's variant, a model's failing node's shader); empty: any."""
+    node: int | None = None
+    """Index of the first diverging node of a model result; None: any."""
+    max_abs: float | None = None
+    """The largest error the bug makes (``error_of``): a larger one is a different failure."""
+    mismatches: int | None = None
+    """The most elements over tolerance (or unwritten) the bug leaves (where the result counts them)."""
     link: str = ""
     reason: str = ""
 
@@ -41,8 +49,40 @@ class Expectation:
                 and ("all" in devices or result.device in devices))
 
     def explains(self, result: Result) -> bool:
-        return (self.applies_to(result) and result.status in self.status
-                and re.search(self.signature, result.reason or "") is not None)
+        """The bug's territory, one of its statuses and signature, and its shape: the shader or node it shows in,
+        no larger an error and no more elements than it makes (so a new failure of the same case is not absorbed)."""
+        if not (self.applies_to(result) and result.status in self.status
+                and re.search(self.signature, result.reason or "") is not None):
+            return False
+        if self.shader and re.search(self.shader, result.shader or "") is None:
+            return False
+        if self.node is not None and (result.node or {}).get("index") != self.node:
+            return False
+        error, count = error_of(result)
+        return ((self.max_abs is None or (error is not None and error <= self.max_abs))
+                and (self.mismatches is None or count is None or count <= self.mismatches))
+
+
+_MAX_ABS = re.compile(r"max abs ([0-9.eE+-]+)")
+_COUNT = re.compile(r"(?:Mismatched|Unwritten) elements: (\d+)")
+
+
+def error_of(result: Result) -> tuple[float | None, int | None]:
+    """(largest error, elements over tolerance) of a failing result: a kernel's metrics, a model's first diverging
+    node, its output against eager, or what its reason says."""
+    metrics = result.metrics or {}
+    if metrics.get("max_abs") is not None:
+        return float(metrics["max_abs"]), int(metrics.get("mismatches") or 0) + int(metrics.get("unwritten") or 0)
+    where = result.node or {}
+    for record in metrics.get("nodes") or []:
+        if record.get("index") == where.get("index") and record.get("delegate", 0) == where.get("delegate", 0):
+            worst = max(record["outputs"], key=lambda o: o.get("max_abs") or 0.0)
+            return worst.get("max_abs"), worst.get("mismatches")
+    found = _MAX_ABS.search(result.reason or "")
+    count = _COUNT.search(result.reason or "")
+    eager = (metrics.get("vs_eager") or {}).get("max_abs")
+    return (float(eager) if eager is not None else float(found.group(1)) if found else None,
+            int(count.group(1)) if count else None)
 
 
 @functools.lru_cache(maxsize=None)
