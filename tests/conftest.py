@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.testutils import NO_PINNED_TREE, UNUSABLE, first_adapter, pinned_tarball, seeded_rng
+from tests.testutils import (
+    HOW_TO_GIVE_TREE,
+    NO_PINNED_TREE,
+    NO_TREE,
+    UNUSABLE,
+    first_adapter,
+    main_tree,
+    pinned_tarball,
+    seeded_rng,
+)
 
 
 def pytest_configure(config):
@@ -14,10 +21,17 @@ def pytest_configure(config):
     the pinned ExecuTorch main tree when no tree is given."""
     if UNUSABLE:
         raise pytest.UsageError(f"vkdiff: {UNUSABLE[0]}")
-    main = pinned_tarball("main")
-    if hasattr(config.option, "et_src") and config.option.et_src is None and main is not None \
-            and not os.environ.get("VKDIFF_ET_SRC"):
-        config.option.et_src = str(main)
+    main, _ = main_tree()
+    if hasattr(config.option, "et_src") and config.option.et_src is None and main is not None:
+        config.option.et_src = main
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A newcomer's run says what it did not do: the items skipped for lack of an ExecuTorch tree, in one line."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_TREE in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"vkdiff: {len(skipped)} tests and items were skipped for lack of an ExecuTorch "
+                                    f"tree; {HOW_TO_GIVE_TREE}", yellow=True)
 
 
 @pytest.fixture
@@ -56,8 +70,13 @@ def _pinned_tree(name: str):
 
 @pytest.fixture(scope="session")
 def et_tree():
-    """The pinned ExecuTorch main tree, extracted once into the cache."""
-    return _pinned_tree("main")
+    """The ExecuTorch main tree (the pinned one, else what ``vkdiff run`` would use), extracted once into the cache."""
+    from vkdiff.device.trees import resolve_et_src
+
+    source, why = main_tree()
+    if source is None:
+        pytest.skip(f"NOT_RUN: {NO_TREE} ({why}); {HOW_TO_GIVE_TREE}")
+    return resolve_et_src(source)
 
 
 @pytest.fixture(scope="session")

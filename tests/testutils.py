@@ -67,7 +67,31 @@ def pinned_tarball(name: str) -> Path | None:
     return found[0] if found else None
 
 
-requires_pinned_tree = pytest.mark.skipif(pinned_tarball("main") is None, reason=NO_PINNED_TREE)
+NO_TREE = "no ExecuTorch tree"
+"""The words every skip for lack of a tree carries (the session counts them at its end)."""
+HOW_TO_GIVE_TREE = ("put the pinned trees at ../shared/et (or $VKDIFF_SHARED_ET), or set VKDIFF_ET_SRC=PATH "
+                    "(a checkout, REPO@REV or a tarball of backends/vulkan)")
+
+
+@functools.lru_cache(maxsize=None)
+def main_tree() -> tuple[str | None, str]:
+    """(``--et-src`` of an ExecuTorch main tree, why there is none): the pinned tarball, else what ``vkdiff run``
+    uses (``$VKDIFF_ET_SRC``, or the installed executorch's commit, fetched once into the cache)."""
+    tarball = pinned_tarball("main")
+    if tarball is not None:
+        return str(tarball), ""
+    from vkdiff.device.trees import EtSourceError, choose_tree
+
+    try:
+        choice = choose_tree(None)
+    except EtSourceError as exc:
+        return None, str(exc)
+    return (str(choice.path), "") if choice.path is not None else (None, choice.note)
+
+
+requires_tree = pytest.mark.skipif(
+    main_tree()[0] is None,
+    reason=f"NOT_RUN: {NO_TREE} for the tests that run real ET-VK kernels ({main_tree()[1]}); {HOW_TO_GIVE_TREE}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from tests.harness.tampering import add_half_at_3, nudge
-from tests.testutils import requires_pinned_tree, requires_vulkan
-from vkdiff.cases.catalog import all_model_cases
-from vkdiff.harness import kernels
-from vkdiff.entry import cli
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.bisect import bisect_node
+from vkdiff.cases.catalog import all_model_cases
+from vkdiff.entry import cli
+from vkdiff.harness import kernels
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 
 
 def test_bisect_node_names_the_node_a_test_corrupts_and_saves_its_inputs(et_ctx, et_tree, tmp_path):

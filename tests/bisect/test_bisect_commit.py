@@ -13,10 +13,10 @@ import tarfile
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
+from tests.testutils import pinned_tarball, requires_tree, requires_vulkan
 from vkdiff.entry import cli
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 HISTORY = ("v1.3.1", "v1.4.1", "main")
 
 

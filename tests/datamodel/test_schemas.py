@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vkdiff.datamodel import (OP_SCHEMAS, Delegate, OpSchema, SchemaError, UnknownOpError, VkOp,
-                                      VkTensorInfo, schema_of)
+from vkdiff.datamodel import OP_SCHEMAS, Delegate, OpSchema, SchemaError, UnknownOpError, VkOp, VkTensorInfo, schema_of
 from vkdiff.datamodel.schemas import PYTHON_OPERATOR_TEXTS
 
 

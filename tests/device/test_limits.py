@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
+from tests.testutils import first_adapter, requires_tree, requires_vulkan
+from vkdiff.datamodel import Status
 from vkdiff.device import limits
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.launchers import run_op
 from vkdiff.verdicts.statuses import status_of_exception
-from vkdiff.datamodel import Status
 
 
 def test_a_profile_only_lowers_limits():
@@ -37,14 +37,14 @@ def adreno_ctx(et_tree):
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 def test_the_device_is_created_with_the_profile(adreno_ctx):
     assert adreno_ctx.device.limits["max-texture-dimension-3d"] <= 2048
     assert adreno_ctx.device.limits["max-uniform-buffer-binding-size"] <= 65536
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 def test_a_texture_beyond_the_profile_is_not_supported_naming_the_limit(adreno_ctx, et_ctx):
     """[1, 4096, 8] width-packed is 4096 texels high: fine on the desktop device, over Adreno's 3D limit."""
     rng = np.random.default_rng(4096)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from tests.harness.tampering import add_half_at_3, nudge
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.datamodel import Status
 from vkdiff.entry import cli
 from vkdiff.store import read
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 FACTORIES = Path(__file__).parents[1] / "programs" / "factories.py"
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.entry import cli
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 
 
 def _refused(capsys, argv: list[str]) -> str:

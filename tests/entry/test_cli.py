@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_glslc, requires_pinned_tree, requires_vulkan
+from tests.testutils import main_tree, requires_glslc, requires_tree, requires_vulkan
 from vkdiff.device import build, trees
 from vkdiff.entry import cli
 from vkdiff.store import load
@@ -104,7 +104,7 @@ def test_run_without_tree_is_not_run_and_exit_0(tmp_path, monkeypatch, capsys):
 
 @requires_vulkan
 @requires_glslc
-@requires_pinned_tree
+@requires_tree
 def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, capsys, et_tree):
     """The main tree with its weight-packing shader broken: every case BUILD_FAIL, none aborts the run."""
     tree = tmp_path / "et"
@@ -181,11 +181,11 @@ def _run_repro(repro: str, results: Path, cwd: Path) -> list:
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 def test_kernel_repro_command_runs_and_reproduces(tmp_path):
     first = tmp_path / "first.jsonl"
     assert cli.main(["run", "--suite", "kernels", "--cases", r"^linear_q4gsw\[M13-K64-N40-g32-fp32-texture3d\]$",
-                     "--et-src", str(pinned_tarball("main")), "--results", str(first)]) == 0
+                     "--et-src", main_tree()[0], "--results", str(first)]) == 0
     (result,) = load([first])
     again = _run_repro(result.repro, tmp_path / "again.jsonl", tmp_path)
     assert [(r.case, r.device, r.status, r.metrics["max_abs"]) for r in again] == [

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
+from tests.testutils import main_tree, requires_tree, requires_vulkan
 
 pytest_plugins = ["pytester"]
 
@@ -94,20 +94,20 @@ def test_collect_only_leaves_the_report_folder_alone(pytester, monkeypatch):
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 def test_real_kernels_pass_under_xdist_with_the_controllers_tree(pytester):
     """Workers take the tree the controller chose (a tarball here, extracted once) and run the real kernels."""
     result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--vkdiff", "--vkdiff-suite", "kernels",
-                                           "--vkdiff-cases", KERNELS, f"--et-src={pinned_tarball('main')}")
+                                           "--vkdiff-cases", KERNELS, f"--et-src={main_tree()[0]}")
     result.assert_outcomes(passed=2)
     results = _results(pytester)
     assert {r["status"] for r in results} == {"PASS"}
     assert len({r["versions"]["et_tree"] for r in results}) == 1
-    assert all(r["repro"].endswith(f"--et-src {pinned_tarball('main')}") for r in results)
+    assert all(r["repro"].endswith(f"--et-src {main_tree()[0]}") for r in results)
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 def test_a_conftest_declares_user_cases_that_run_under_xdist_into_one_report(pytester, two_partitions, monkeypatch):
     """Two user cases (a module factory with a recipe, a .pte with its ETRecord) from a conftest, ``-n 2``."""
     from pathlib import Path
@@ -125,7 +125,7 @@ def pytest_vkdiff_cases(config):
             *vkdiff.program_cases({str(pte)!r}, etrecord={str(etrecord)!r})]
 """)
     result = pytester.runpytest_subprocess("-n", "2", "--vkdiff", "--vkdiff-suite", "user",
-                                           f"--et-src={pinned_tarball('main')}", "--vkdiff-report", "report", "-v")
+                                           f"--et-src={main_tree()[0]}", "--vkdiff-report", "report", "-v")
     result.stdout.fnmatch_lines_random(["*PASSED mine?4w-vulkan?@cpu*", "*PASSED mine?4w-vulkan?@llvmpipe*",
                                         "*PASSED two_partitions?pte-forward?@llvmpipe*"])
     result.assert_outcomes(passed=3)

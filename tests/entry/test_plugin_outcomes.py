@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
+from tests.testutils import main_tree, requires_tree, requires_vulkan
 
 pytest_plugins = ["pytester"]
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 
 CASES = r"^linear_dq8ca_q4gsw\[M1-K256-N64-g32-fp32-|^linear_q4gsw\[M1-K64-N40-g32-fp32-"
 RESULTS = '''
@@ -20,26 +20,30 @@ import pytest
 from vkdiff.datamodel import Result
 from vkdiff.verdicts.expectations import annotate
 
+COOP = "linear_dq8ca_q4gsw_coop_buffer_texture2d_float_zpint8"
 CHOSEN = {{
-    "linear_q4gsw[M1-K64-N40-g32-fp32-buffer]": [("FAIL_NUMERIC", "", "Mismatched elements: 3 / 40 (7.5%)")],
-    "linear_dq8ca_q4gsw[M1-K256-N64-g32-fp32-buffer]": [("FAIL_NUMERIC", "", "Mismatched elements: 60 / 64")],
-    "linear_dq8ca_q4gsw[M1-K256-N64-g32-fp32-texture3d]": [("PASS", "", "")],
-    "linear_q4gsw[M1-K64-N40-g32-fp32-texture3d]": [("PASS", "numerics", ""),
-                                                      ("NOT_RUN", "zero_point_dtype", "binding not checked")],
+    "linear_q4gsw[M1-K64-N40-g32-fp32-buffer]": [("FAIL_NUMERIC", "", "Mismatched elements: 3 / 40 (7.5%)", "", 0.1)],
+    "linear_dq8ca_q4gsw[M1-K256-N64-g32-fp32-buffer]": [("FAIL_NUMERIC", "", "Mismatched elements: 64 / 64 (100%)",
+                                                          COOP, 0.006)],
+    "linear_dq8ca_q4gsw[M1-K256-N64-g32-fp32-texture3d]": [("PASS", "", "", COOP, 0.0)],
+    "linear_q4gsw[M1-K64-N40-g32-fp32-texture3d]": [("PASS", "numerics", "", "", 0.0),
+                                                      ("NOT_RUN", "zero_point_dtype", "binding not checked", "", None)],
 }}
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_vkdiff_run_item(item, session):
-    chosen = CHOSEN.get(item.case.id) if {mode!r} == "mixed" else [("NOT_RUN", "", "no launcher for it")]
+    chosen = CHOSEN.get(item.case.id) if {mode!r} == "mixed" else [("NOT_RUN", "", "no launcher for it", "", None)]
     return [annotate(Result(case=item.case.id, op=item.case.op, device=item.device, status=status, rule=rule,
-                            variant=item.case.variant, reason=reason)) for status, rule, reason in chosen]
+                            variant=item.case.variant, reason=reason, shader=shader,
+                            metrics={{}} if error is None else {{"max_abs": error, "mismatches": 64}}))
+            for status, rule, reason, shader, error in chosen]
 '''
 
 
 def _run(pytester, mode: str):
     pytester.makeconftest(RESULTS.format(mode=mode))
     return pytester.runpytest_subprocess("-p", "no:xdist", "--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases",
-                                         CASES, f"--et-src={pinned_tarball('main')}", "-rA")
+                                         CASES, f"--et-src={main_tree()[0]}", "-rA")
 
 
 def test_a_failure_a_known_bug_an_unexpected_pass_and_a_partly_run_item(pytester):

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from vkdiff.capture import capture_fd2
 from vkdiff.cases.vit import ViTTokenPath, image_inputs
 from vkdiff.executors import cpu_runtime
-from vkdiff.lowering import pt2e
-from vkdiff.capture import capture_fd2
 from vkdiff.executors.cpu_runtime import RuntimeInitError, lower_xnnpack, run_pte
+from vkdiff.lowering import pt2e
 
 QUANTIZED_SLACK = 3
 """Runtime vs eager converted module: a few output scales (XNNPACK requantizes in integer arithmetic)."""

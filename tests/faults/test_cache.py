@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
-from vkdiff.entry import cli
+from tests.testutils import main_tree, requires_tree, requires_vulkan
 from vkdiff.datamodel import REPAIRED_FLAG, cache
+from vkdiff.entry import cli
 from vkdiff.store import load
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 CASES = r"^(linear_q4gsw\[M13-K64-N40-g32-fp32-buffer\]|embedding\[emb4w-perrow-vulkan\])$"
 
@@ -28,7 +28,7 @@ def run(cache_root: Path, results: Path, monkeypatch, capsys) -> tuple[int, list
     """One in-process ``vkdiff run`` on ``cache_root``: (exit code, results, stderr)."""
     monkeypatch.setenv("VKDIFF_CACHE_DIR", str(cache_root))
     cache.VERIFIED.clear()
-    code = cli.main(["run", "--cases", CASES, "--et-src", str(pinned_tarball("main")), "--results", str(results)])
+    code = cli.main(["run", "--cases", CASES, "--et-src", main_tree()[0], "--results", str(results)])
     return code, list(load([results])), capsys.readouterr().err
 
 
@@ -38,7 +38,7 @@ def baseline(tmp_path_factory) -> tuple[Path, dict]:
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("VKDIFF_CACHE_DIR", str(root / "cache"))
         cache.VERIFIED.clear()
-        assert cli.main(["run", "--cases", CASES, "--et-src", str(pinned_tarball("main")),
+        assert cli.main(["run", "--cases", CASES, "--et-src", main_tree()[0],
                          "--results", str(root / "r.jsonl")]) == 0
     statuses = {(r.case, r.rule): r.status for r in load([root / "r.jsonl"])}
     assert statuses and REPAIRED_FLAG not in {f for r in load([root / "r.jsonl"]) for f in r.flags}

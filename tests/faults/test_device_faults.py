@@ -9,10 +9,10 @@ import pytest
 
 from tests.faults import fault_ops
 from tests.testutils import first_adapter, requires_glslc, requires_vulkan
+from vkdiff.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.trees import TreeChoice
-from vkdiff.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
 from vkdiff.harness.kernels import run_case
 from vkdiff.harness.runner import Runner
 

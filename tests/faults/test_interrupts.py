@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
+from tests.testutils import main_tree, requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 FORTY = (r"^(linear_q4gsw\[M\d+-K(64|256)-N40-g32-fp(32|16)-(buffer|texture3d)\]"
          r"|embedding_q4gsw\[V256-)")
@@ -28,7 +28,7 @@ def test_the_selection_is_forty_kernel_cases():
 def test_signal_mid_run_keeps_results_and_summarises(tmp_path, signum, code):
     results = tmp_path / "r.jsonl"
     run = subprocess.Popen([sys.executable, "-m", "vkdiff.entry.cli", "run", "--suite", "kernels", "--cases", FORTY,
-                            "--et-src", str(pinned_tarball("main")), "--results", str(results)],
+                            "--et-src", main_tree()[0], "--results", str(results)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**os.environ, "COLUMNS": "200"})
     deadline = time.monotonic() + 120

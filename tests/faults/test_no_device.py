@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree
+from tests.testutils import main_tree, requires_tree
 from vkdiff.device import adapters
 from vkdiff.entry import cli
 
@@ -27,12 +27,12 @@ def test_the_cli_refuses_in_one_line_when_a_device_is_promised(no_adapters, monk
                    "seen: none); install mesa-vulkan-drivers (lavapipe) or a GPU driver"]
 
 
-@requires_pinned_tree
+@requires_tree
 def test_a_tree_without_an_adapter_is_not_a_green_run(no_adapters, monkeypatch, capsys, tmp_path):
     """No promise (a developer's laptop): every kernel item NOT_RUN for lack of a device still fails the run."""
     for name in (adapters.REQUIRE_ENV, "CI"):
         monkeypatch.delenv(name, raising=False)
-    argv = ["run", "--suite", "kernels", "--cases", KERNELS, "--et-src", str(pinned_tarball("main")),
+    argv = ["run", "--suite", "kernels", "--cases", KERNELS, "--et-src", main_tree()[0],
             "--results", str(tmp_path / "r.jsonl")]
     assert cli.main(argv) == cli.EXIT_EMPTY
     assert "no Vulkan adapter was found although an ExecuTorch tree was given" in capsys.readouterr().err
@@ -59,3 +59,19 @@ def test_a_pytest_session_that_finds_no_adapter_fails_in_one_line(pytester, monk
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: no Vulkan adapter found although $VKDIFF_REQUIRE_DEVICE promises one "
                                  "(adapters seen: none)*"])
+
+
+def test_a_newcomers_session_says_how_many_items_had_no_tree():
+    """``tests/conftest.py`` ends a run without a tree with one line: how many were skipped and how to give one."""
+    from types import SimpleNamespace
+
+    from tests import conftest
+    from tests.testutils import NO_TREE
+
+    lines = []
+    reporter = SimpleNamespace(stats={"skipped": [SimpleNamespace(longrepr=("f.py", 1, f"NOT_RUN: {NO_TREE} (x)")),
+                                                  SimpleNamespace(longrepr=("f.py", 2, "NOT_RUN: glslc missing"))]},
+                               write_line=lambda text, **style: lines.append(text))
+    conftest.pytest_terminal_summary(reporter)
+    assert lines == [f"vkdiff: 1 tests and items were skipped for lack of an ExecuTorch tree; "
+                     f"{conftest.HOW_TO_GIVE_TREE}"]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.testutils import compile_glsl, pinned_tarball, requires_pinned_tree, requires_test_spirv, requires_vulkan
-from vkdiff.verdicts.statuses import status_of_exception
+from tests.testutils import compile_glsl, main_tree, requires_test_spirv, requires_tree, requires_vulkan
 from vkdiff.device import adapters
 from vkdiff.device.boundary import ShaderLoadError, ShaderUnsupportedError, missing_capability
 from vkdiff.device.dispatch import PipelineCache
-from vkdiff.harness import kernels
 from vkdiff.entry import cli
+from vkdiff.harness import kernels
 from vkdiff.store import load
+from vkdiff.verdicts.statuses import status_of_exception
 
 
 @pytest.mark.parametrize("message, capability", [
@@ -44,14 +44,14 @@ def test_a_module_naga_cannot_parse_is_a_build_fail():
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 @pytest.mark.parametrize("allow", [False, True])
 def test_a_run_of_nothing_but_not_supported_fails_unless_allowed(tmp_path, monkeypatch, capsys, allow):
     """An adapter and a tree, yet every kernel case NOT_SUPPORTED (here: fp16 on a device made without f16)."""
     monkeypatch.setattr(adapters, "WANTED_FEATURES", tuple(f for f in adapters.WANTED_FEATURES if f != "shader-f16"))
     results = tmp_path / "r.jsonl"
     argv = ["run", "--suite", "kernels", "--cases", r"M1-K64-N40-g32-fp16-buffer\]$", "--et-src",
-            str(pinned_tarball("main")), "--results", str(results)] + (["--allow-empty"] if allow else [])
+            main_tree()[0], "--results", str(results)] + (["--allow-empty"] if allow else [])
     assert cli.main(argv) == (0 if allow else cli.EXIT_EMPTY)
     assert {r.status for r in load([results])} == {"NOT_SUPPORTED"}
     err = capsys.readouterr().err
@@ -68,7 +68,7 @@ def test_invalid_type_width_is_not_supported_only_when_the_module_declares_a_nar
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 def test_fp16_gemm_of_the_live_linear_path_is_not_supported_naming_int16(et_ctx):
     """Q4gswLinear.cpp's fp16 GEMM (``__tin__``) uses 16-bit integers, which naga's IR lacks."""
     from vkdiff.cases.kernels import all_cases

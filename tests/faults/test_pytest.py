@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testutils import pinned_tarball, requires_pinned_tree, requires_vulkan
+from tests.testutils import pinned_tarball, requires_tree, requires_vulkan
 from vkdiff.entry import pytest_args
 
 pytest_plugins = ["pytester"]
@@ -57,7 +57,7 @@ def test_report_folder_that_is_a_file_is_a_usage_error(pytester, monkeypatch):
 
 
 @requires_vulkan
-@requires_pinned_tree
+@requires_tree
 @pytest.mark.parametrize("spelling", ["two words", "one word"])
 def test_et_src_in_either_spelling_keeps_the_root(pytester, tmp_path, spelling):
     """The tree (a tarball in a folder of its own) must not become pytest's root or receive any file."""
@@ -72,7 +72,7 @@ def test_et_src_in_either_spelling_keeps_the_root(pytester, tmp_path, spelling):
     assert (pytester.path / "vkdiff-results" / "pytest" / "results.jsonl").is_file()
 
 
-@requires_pinned_tree
+@requires_tree
 def test_two_words_in_process_is_one_usage_line(pytester, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from vkdiff.entry import cli
 from vkdiff.datamodel import Result
+from vkdiff.entry import cli
 from vkdiff.store import ResultStore, load, read
 
 

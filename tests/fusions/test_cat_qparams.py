@@ -8,9 +8,9 @@ import re
 
 import pytest
 
+from vkdiff.datamodel import Status
 from vkdiff.fusions import cat_qparams
 from vkdiff.fusions.registry import RULES, FusionContext
-from vkdiff.datamodel import Status
 
 PATCH = {"scale": 0.0154, "zero_point": 23, "quant_min": -128, "quant_max": 127, "dtype": "int8"}
 """Conv output (patch tokens): the annotated activation qparams."""

@@ -7,9 +7,9 @@ import copy
 import numpy as np
 
 from vkdiff import fusions, reference
+from vkdiff.datamodel import Delegate, Status, Tolerance, VkOp, VkTensorInfo
 from vkdiff.fusions import FusionContext
 from vkdiff.verdicts.compare import ErrorStatistics
-from vkdiff.datamodel import Delegate, Status, Tolerance, VkOp, VkTensorInfo
 
 
 def context(case, lowered, **overrides) -> FusionContext:

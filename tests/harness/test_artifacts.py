@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.entry import cli
 from vkdiff.store import read
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 CASES = r"^two_heads\[4w-vulkan\]$|^embedding_large_vocab\[fp32-vulkan\]$"
 WITHOUT_TORCH = ("import sys\nfor name in ('torch', 'torchao', 'executorch'):\n    sys.modules[name] = None\n"
                  "from vkdiff.entry.cli import main\nsys.exit(main(sys.argv[1:]))")

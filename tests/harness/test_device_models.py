@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from tests.harness.tampering import add_half_at_3, nudge
-from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
+from tests.testutils import first_adapter, requires_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
-from vkdiff.device.graph import delegate as delegate_runtime
 from vkdiff.datamodel import Status
+from vkdiff.device.graph import delegate as delegate_runtime
 from vkdiff.harness.device_models import PORT_STALE_FLAG, check_on_device
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 
 def case(case_id: str):

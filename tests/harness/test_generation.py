@@ -7,13 +7,13 @@ import re
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
-from vkdiff.device.launchers import sdpa
 from vkdiff.datamodel import Status
+from vkdiff.device.launchers import sdpa
 from vkdiff.harness.device_models import check_on_device
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 CASE = "tiny_llama[llm-4w-vulkan]"
 SDPA_NODE = 17

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from vkdiff.verdicts.statuses import status_of_exception
 from vkdiff.cases.kernels import all_cases
 from vkdiff.device.build import GlslcMissingError
 from vkdiff.device.spirv import SpirvOptMissingError
 from vkdiff.harness import kernels
+from vkdiff.verdicts.statuses import status_of_exception
 
 CASES = all_cases(r"^linear_q4gsw\[M(1|4)-K64-N40-g32-")
 

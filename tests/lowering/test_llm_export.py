@@ -10,10 +10,10 @@ import hashlib
 
 import torch
 
-from vkdiff.cases import llm
-from vkdiff.lowering import lower as lowering
-from vkdiff.datamodel import schema_of
 from vkdiff.capture import quiet_libraries
+from vkdiff.cases import llm
+from vkdiff.datamodel import schema_of
+from vkdiff.lowering import lower as lowering
 from vkdiff.lowering.llm_export import LLM_RECIPES, llm_config, source_transforms
 
 FASTEST = "llm-4w"

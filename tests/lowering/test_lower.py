@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vkdiff.capture import quiet_libraries
 from vkdiff.cases.model_case import EMBEDDING_Q4GSW, ModelCase
 from vkdiff.cases.models import Embedding, Linear, random_activations, random_tokens
-from vkdiff.lowering import lower as lowering
 from vkdiff.datamodel import Status
-from vkdiff.capture import quiet_libraries
-from vkdiff.lowering.edge import LowerError
 from vkdiff.harness.models import check_case
+from vkdiff.lowering import lower as lowering
+from vkdiff.lowering.edge import LowerError
 
 
 @pytest.fixture

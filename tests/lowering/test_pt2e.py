@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from vkdiff.cases.vit import ViTTokenPath, image_inputs
+from vkdiff.datamodel import Status
 from vkdiff.fusions import cat_qparams
 from vkdiff.lowering import pt2e
-from vkdiff.datamodel import Status
 
 
 def _converted(recipe, depth: int = 1):

@@ -14,9 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torchao.quantization import IntxWeightOnlyConfig, PerGroup, quantize_
 from torchao.quantization.quant_primitives import MappingType
-from torchao.quantization.quant_primitives import (
-    choose_qparams_affine as ao_choose_qparams_affine,
-)
+from torchao.quantization.quant_primitives import choose_qparams_affine as ao_choose_qparams_affine
 from torchao.quantization.quant_primitives import quantize_affine as ao_quantize_affine
 
 from vkdiff.reference import linear, packing, quant

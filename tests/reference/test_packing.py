@@ -12,11 +12,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from torchao.quantization.quant_primitives import MappingType
-from torchao.quantization.quant_primitives import (
-    choose_qparams_affine as ao_choose_qparams_affine,
-)
+from torchao.quantization.quant_primitives import choose_qparams_affine as ao_choose_qparams_affine
 from torchao.quantization.quant_primitives import quantize_affine as ao_quantize_affine
 
 from vkdiff.reference import packing, quant
@@ -26,12 +23,8 @@ from .helpers import make_rng, random_codes, random_weight
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401  (embedding_4bit)
-    from executorch.backends.vulkan.patterns.quantized_linear import (
-        compute_per_group_sums,
-    )
-    from executorch.backends.vulkan.patterns.weight_packing_utils import (
-        pack_4bit_weight_tensor,
-    )
+    from executorch.backends.vulkan.patterns.quantized_linear import compute_per_group_sums
+    from executorch.backends.vulkan.patterns.weight_packing_utils import pack_4bit_weight_tensor
 
 # N values: single row, primes, not multiples of 4/8.
 _N = st.sampled_from([1, 2, 3, 5, 7, 8, 11, 13, 17, 31, 33, 64])

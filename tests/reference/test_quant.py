@@ -20,12 +20,8 @@ from torchao.quantization import (
     quantize_,
 )
 from torchao.quantization.quant_primitives import MappingType
-from torchao.quantization.quant_primitives import (
-    choose_qparams_affine as ao_choose_qparams_affine,
-)
-from torchao.quantization.quant_primitives import (
-    dequantize_affine as ao_dequantize_affine,
-)
+from torchao.quantization.quant_primitives import choose_qparams_affine as ao_choose_qparams_affine
+from torchao.quantization.quant_primitives import dequantize_affine as ao_dequantize_affine
 from torchao.quantization.quant_primitives import quantize_affine as ao_quantize_affine
 from torchao.quantization.quantize_.workflows.intx.intx_unpacked_to_int8_tensor import (
     _apply_int8_act_asym_per_token_quant_dequant,

@@ -10,6 +10,7 @@ from tests.reports.helpers import result
 from vkdiff.datamodel import Result
 from vkdiff.reports.model import Expectation, Merged, Row, clip, fmt_num, natural_key
 
+
 def test_rows_are_placed_by_structured_fields():
     """Kernel results: sizes × knob set; model results: knob set × rule (nothing parsed from ids)."""
     kernel = Row.from_result(Result(case="linear_q4gsw[M13-K256-N40-g32-fp16-buffer-wbuffer]", op="et_vk.x",

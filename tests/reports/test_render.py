@@ -11,7 +11,7 @@ from tests.reports.helpers import parse_html, result, write_jsonl
 from vkdiff.datamodel import Result
 from vkdiff.reports import ReportIndex, render_reports, render_results
 from vkdiff.reports import render as render_module
-from vkdiff.reports.model import COLUMNS, CROSS_COLUMNS, REPORT_COLUMNS, TABLE_COLUMNS, CARD_COLUMNS, anchor
+from vkdiff.reports.model import CARD_COLUMNS, COLUMNS, CROSS_COLUMNS, REPORT_COLUMNS, TABLE_COLUMNS, anchor
 
 CASE_PASS = "linear_q4gsw[M1-K64-N40-g32-fp32-buffer]"
 CASE_BOTH_FAIL = "linear_q4gsw[M1-K64-N40-g32-fp16-buffer]"

@@ -11,12 +11,12 @@ import sys
 import pytest
 
 from tests.repro.amber_subset import execute, parse
-from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
+from tests.testutils import first_adapter, requires_tree, requires_vulkan
 from vkdiff.device.adapters import create_device
 from vkdiff.entry import cli
 from vkdiff.repro.amber import AmberExportError, _float, amber_script, write_amber
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 PASSING = "linear_q4gsw[M13-K256-N40-g32-fp32-buffer]"
 FAILING = "apply_rotary_emb[T5-Hq4-Hkv2-D6-fp32-buffer]"
 """``etvk-rope-buffer-head-dim-off-texel-boundary``: FAIL_NUMERIC on every device."""

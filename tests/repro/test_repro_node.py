@@ -9,17 +9,17 @@ import sys
 import numpy as np
 import pytest
 
-from tests.repro.amber_subset import execute, parse
 from tests.harness.tampering import add_half_at_3, nudge
-from tests.testutils import first_adapter, requires_pinned_tree, requires_vulkan
+from tests.repro.amber_subset import execute, parse
+from tests.testutils import first_adapter, requires_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
 from vkdiff.device.adapters import create_device
 from vkdiff.entry import cli
-from vkdiff.repro.amber import write_amber
 from vkdiff.harness.device_models import identity, prepare_or_status
+from vkdiff.repro.amber import write_amber
 from vkdiff.repro.node import NodeReproError, repro_node
 
-pytestmark = [requires_vulkan, requires_pinned_tree]
+pytestmark = [requires_vulkan, requires_tree]
 KNOWN = "embedding_large_vocab[fp32-vulkan]"
 """``etvk-embedding-large-vocab-texture-rows``: node 0 wrong on every device vkdiff has run."""
 GENERATION = "tiny_llama[llm-4w-vulkan]"

@@ -7,10 +7,9 @@ import doctest
 import numpy as np
 import pytest
 
+from vkdiff.datamodel import Status, Tolerance
 from vkdiff.verdicts import compare
 from vkdiff.verdicts.compare import ErrorStatistics
-from vkdiff.datamodel import Tolerance
-from vkdiff.datamodel import Status
 
 
 def test_doctests():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from vkdiff.verdicts import expectations
 from vkdiff.datamodel import Result
+from vkdiff.verdicts import expectations
 
 EXP = expectations.Expectation(id="bug-1", case=r"^model\[", rule=("rule",), status=("FAIL_CHECK",),
                                signature="packed 2 times", reason="upstream bug")

@@ -68,7 +68,8 @@ def failure_text(result: Result) -> str:
         lines.extend(result.reason.splitlines()[:6])
     m = result.metrics
     if m.get("max_abs") is not None:
-        lines.append(f"max abs {m['max_abs']:.4g}  max rel {m['max_rel']:.4g}  SQNR {m['sqnr_db']} dB  "
+        rel = f"{m['max_rel']:.4g}" if m.get("max_rel") is not None else "?"
+        lines.append(f"max abs {m['max_abs']:.4g}  max rel {rel}  SQNR {m.get('sqnr_db')} dB  "
                      f"worst index {m.get('worst_index')}  mismatches {m.get('mismatches')}/{m.get('total')}")
     if result.tolerance:
         lines.append("tolerance: " + ", ".join(f"{k}={v:g}" for k, v in result.tolerance.items()))

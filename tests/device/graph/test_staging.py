@@ -7,13 +7,13 @@ import zlib
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
-from vkdiff.device.graph import ComputeGraph
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.device import layouts
+from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import element_index, graph_input, read_nchw, tensor_to_nchw_shader
 from vkdiff.device.routing import route_for
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 PLACEMENTS = [
     ((1, 7, 64), "float32", "texture3d", "width"),

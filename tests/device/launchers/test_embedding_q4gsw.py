@@ -7,17 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff import reference
 from vkdiff.cases.kernels import all_cases
+from vkdiff.datamodel import Status
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.embedding_q4gsw import embedding_q4gsw, embedding_q4gsw_impl
 from vkdiff.device.launchers.linear_q4gsw import quantized_linear_impl
 from vkdiff.harness import kernels
-from vkdiff.datamodel import Status
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 SMALL = all_cases(r"^embedding_q4gsw\[V(256|67)-")
 

@@ -8,17 +8,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import KernelCase, all_cases
+from vkdiff.datamodel import Status
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
 from vkdiff.device.launchers.linear_q4gsw import OP, linear_q4gsw, quantized_linear_impl
 from vkdiff.harness import kernels
-from vkdiff.datamodel import Status
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 SMALL = [c for c in all_cases(r"^linear_q4gsw_tiled\[") if c.size("N") < 100]
 

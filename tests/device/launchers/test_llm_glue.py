@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.device import resources
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import add_input_staging, read_nchw
@@ -22,7 +22,7 @@ from vkdiff.device.launchers.select import select_copy
 from vkdiff.device.launchers.slice import slice_copy
 from vkdiff.device.layouts import unwritten_mask
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 STORAGES = ("buffer", "texture3d")
 MAX_T, DIM, CONTEXT, ROPE_DIM = 31, 64, 32, 8

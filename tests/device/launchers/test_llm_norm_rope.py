@@ -7,8 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases
+from vkdiff.datamodel import Status
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import add_input_staging, read_nchw
 from vkdiff.device.launchers import run_op
@@ -16,11 +17,10 @@ from vkdiff.device.launchers.rms_norm import rms_norm
 from vkdiff.device.launchers.rotary_emb import apply_rotary_emb, apply_rotary_emb_hf
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.harness import kernels
-from vkdiff.verdicts import expectations
-from vkdiff.datamodel import Status
 from vkdiff.reference import llm
+from vkdiff.verdicts import expectations
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 CASES = all_cases(r"^(rms_norm|apply_rotary_emb|apply_rotary_emb_hf)\[")
 

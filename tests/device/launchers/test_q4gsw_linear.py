@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases
+from vkdiff.datamodel import Status
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.q4gsw_linear import pick_coop_variant_for_n, q4gsw_linear
 from vkdiff.harness import kernels
-from vkdiff.datamodel import Status
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 
 @pytest.mark.parametrize("case_id, shader", [

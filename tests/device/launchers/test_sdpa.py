@@ -17,18 +17,18 @@ import types
 import numpy as np
 import pytest
 
-from tests.testutils import requires_pinned_tree, requires_vulkan
+from tests.testutils import requires_tree, requires_vulkan
+from vkdiff.datamodel import Tolerance
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import InputStaging, Readback, add_input_staging, read_nchw
 from vkdiff.device.launchers.sdpa import attn_weight_full_sizes, sdpa_with_kv_cache, update_cache
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for
-from vkdiff.verdicts.compare import assert_within
-from vkdiff.datamodel import Tolerance
 from vkdiff.reference.llm import sdpa_with_kv_cache as reference_sdpa
+from vkdiff.verdicts.compare import assert_within
 
-pytestmark = [requires_pinned_tree, requires_vulkan]
+pytestmark = [requires_tree, requires_vulkan]
 
 HEADS, KV_HEADS, HEAD_DIM, MAX_SEQ, MAX_CONTEXT = 4, 2, 16, 31, 32
 STEPS = ((7, 0), (1, 7), (1, 8), (1, 9), (1, 10))
