@@ -41,7 +41,13 @@ def test_build_is_cached_and_indexed(tree):
     assert "-O" in first.flags and "--target-env=vulkan1.1" in first.flags
     assert not first.polyfilled
     assert builder.has_prebuilt()
-    again = build.ShaderBuilder(tree).build("vk_axpy_buffer_float")
+    fresh = build.ShaderBuilder(tree)
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled again although the cache holds the module")
+
+    fresh._compile = no_compile
+    again = fresh.build("vk_axpy_buffer_float")
     assert again.spv == first.spv
 
 

@@ -89,3 +89,24 @@ def test_words_of_rejects_garbage():
         spirv.words_of(b"\0" * 20)
     with pytest.raises(spirv.SpirvError, match="not a whole number of words"):
         spirv.words_of(b"\0" * 21)
+
+
+def _float_constants(spv: bytes) -> set[int]:
+    words = spirv.words_of(spv)
+    floats = {int(ops[0]) for _, op, ops in spirv.instructions(words) if op == spirv.OP_TYPE_FLOAT}
+    return {int(words[at + 3]) for at, op, ops in spirv.instructions(words) if op == spirv.OP_CONSTANT
+            and int(ops[0]) in floats}
+
+
+def test_infinite_literals_become_the_largest_finite_value_and_nothing_else_changes(tmp_path):
+    spv = compile_glsl("inf_literals.glsl")
+    assert {0x7F800000, 0xFF800000} <= _float_constants(spv), "glslc folds -1.0/0.0 into a -inf constant"
+    clamped, count = spirv.clamp_infinite_constants(spv)
+    assert count == 2
+    constants = _float_constants(clamped)
+    assert {0x7F7FFFFF, 0xFF7FFFFF} <= constants and not {0x7F800000, 0xFF800000} & constants
+    assert 0x40000000 in constants, "the finite 2.0 is kept"
+    assert len(clamped) == len(spv)
+    validate(clamped, tmp_path)
+    finite = compile_glsl("scale_add.glsl")
+    assert spirv.clamp_infinite_constants(finite) == (finite, 0)

@@ -40,12 +40,21 @@ def test_a_bad_option_deletes_nothing(pytester, earlier_session, monkeypatch, ba
 
 
 def test_only_vkdiff_result_files_are_replaced(pytester, earlier_session, monkeypatch):
+    """A previous session's worker file holds a well-formed result: merged again it would pass as this session's."""
+    from vkdiff.datamodel import Result
+
+    stale = Result(case="stale[from-an-earlier-session]", op="stale", device="llvmpipe", status="PASS",
+                   time="2026-01-01T00:00:00+00:00")
+    (earlier_session / "results-gw7.jsonl").write_text(stale.to_json() + "\n")
     monkeypatch.setenv("VKDIFF_ET_SRC", "none")
     result = pytester.runpytest("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS,
                                 "--vkdiff-report=report")
     assert result.ret == pytest.ExitCode.OK
     assert (earlier_session / "notes.txt").read_text() == "mine\n"
-    assert "previous session" not in (earlier_session / "results.jsonl").read_text()
+    assert not (earlier_session / "results-gw7.jsonl").exists()
+    merged = (earlier_session / "results.jsonl").read_text()
+    assert "previous session" not in merged and "stale[from-an-earlier-session]" not in merged
+    assert "linear_q4gsw[M1-K64-N40-g32-fp32-buffer]" in merged
 
 
 def test_report_folder_that_is_a_file_is_a_usage_error(pytester, monkeypatch):

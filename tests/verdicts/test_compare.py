@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 
 import numpy as np
 import pytest
@@ -11,9 +10,6 @@ from vkdiff.datamodel import Status, Tolerance
 from vkdiff.verdicts import compare
 from vkdiff.verdicts.compare import ErrorStatistics
 
-
-def test_doctests():
-    assert doctest.testmod(compare).failed == 0
 
 
 def test_exact_match_has_infinite_sqnr(rng):

@@ -92,12 +92,12 @@ def unary_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def _unary_suite(op: str, name: str) -> None:
-    @register_test_suite(op, make_args=unary_args)
     def suite() -> Iterator[KernelCase]:
         for dtype, storage in itertools.product(("fp32", "fp16"), ("buffer", "texture3d")):
             yield _case(op, name, SHAPES[1], dtype, storage, "width")
 
-    suite.__qualname__ = f"{name}_suite"
+    suite.__qualname__ = f"{name}_suite"  # before registering: a re-import is recognised by module and qualname
+    register_test_suite(op, make_args=unary_args)(suite)
 
 
 for _op, _name in UNARY.items():
