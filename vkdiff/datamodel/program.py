@@ -112,13 +112,6 @@ class Method:
         """The method's inputs as their values (``kind`` and, for tensors, ``dtype``, ``sizes``, ``dynamism``)."""
         return [self.values[vid] for vid in self.inputs]
 
-    def delegate_calls(self) -> list[Instruction]:
-        return [ins for ins in self.instructions if ins.kind == "delegate"]
-
-    def kernel_ops(self) -> list[str]:
-        """Host operators of the chain, in order of first use."""
-        return list(dict.fromkeys(ins.op for ins in self.instructions if ins.kind == "kernel"))
-
 
 @dataclasses.dataclass(kw_only=True)
 class Program:

@@ -50,14 +50,14 @@ def schema_path() -> Path | None:
     return path if path.is_file() else None
 
 
-@functools.lru_cache(maxsize=4)
-def vk_schema(path: Path | None = None) -> Schema:
-    """The ``VkGraph`` schema (executorch's own ``schema.fbs`` unless ``path`` names another).
+@functools.lru_cache(maxsize=None)
+def vk_schema() -> Schema:
+    """The ``VkGraph`` schema: executorch's own ``schema.fbs``.
 
     Raises:
-        DelegateDecodeError: no schema file (executorch not installed and no path given).
+        DelegateDecodeError: no schema file (executorch is not installed).
     """
-    path = path or schema_path()
+    path = schema_path()
     if path is None:
         raise DelegateDecodeError("decoding a Vulkan delegate needs executorch's backends/vulkan/serialization/"
                                   "schema.fbs: install executorch (pip install executorch==1.5.1)")
