@@ -5,6 +5,7 @@ records, the operator schemas that name every argument, and the format of verifi
 cache entries.
 """
 
+from vkdiff.datamodel.arithmetic import FMA_MODELS, STORE_ROUNDINGS, Arithmetic
 from vkdiff.datamodel.cache import (REPAIRED_FLAG, REPAIRS, CacheCorruptError, Repair, cached_folder,
                                             read_entry, record_repair, verify_manifest, write_entry,
                                             write_manifest)
@@ -20,6 +21,7 @@ from vkdiff.datamodel.program import (SCALAR_TYPES, DelegateEntry, Instruction, 
                                       ProgramFormatError, Source)
 
 __all__ = [
+    "FMA_MODELS", "STORE_ROUNDINGS", "Arithmetic",
     "REPAIRED_FLAG", "REPAIRS", "CacheCorruptError", "Repair", "cached_folder", "read_entry", "record_repair", "verify_manifest",
     "write_entry", "write_manifest",
     "CACHE_ENV", "CacheUnwritableError", "cache_root", "ensure_cache_writable", "CRASH_FLAG", "DEVICE_LOST_FLAG", "HANG_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "VK_DTYPES", "Argument", "Call",

@@ -17,15 +17,23 @@ custom-op tests scale their fp16 tolerance with K. Measured on lavapipe the
 tiled linear kernels reach 1.4 ``eps * magnitude`` (fp16 and fp32); ``acc = 4``
 leaves margin while still catching a single wrong 4-bit code in fp32.
 
-=========  =========  ==========  =====
-dtype      atol       rtol        acc
-=========  =========  ==========  =====
-float32    1e-6       1e-5        4
-float16    1e-3       2 ** -10    4
-int*       0          0           0
-=========  =========  ==========  =====
+=========  =========  ==========  =====  ====
+dtype      atol       rtol        acc    ulps
+=========  =========  ==========  =====  ====
+float32    1e-6       1e-5        4      0
+float16    1e-3       2 ** -10    4      1
+int*       0          0           0      0
+=========  =========  ==========  =====  ====
 
 Quantized outputs get ``n * scale`` slack through ``Tolerance.quantized``.
+
+Where a float16 kernel's variant declares its arithmetic (``vkdiff.datamodel.arithmetic``),
+each element must also be what the kernel's own rounding stores: the reference evaluated
+with that arithmetic, give or take ``ulps`` (1) times its slack (one float16 ulp of the
+largest partial sum for float16 accumulators, the float32 row's bound for float32 ones),
+then rounded to the output dtype. The accumulation term above is a worst case over every
+order of rounding; this one follows the kernel's, so a wrong code shows even where the
+float16 noise is larger than it.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ class Tolerance:
     """Multiple of ``eps * magnitude`` allowed for accumulation rounding."""
     eps: float = 0.0
     """Machine epsilon of the kernel's dtype."""
+    ulps: float = 0.0
+    """Multiples of the emulation's slack an element may differ from the reference with the kernel's declared
+    rounding, before the output's rounding; 0: no such check."""
 
     @classmethod
     def for_graphs(cls, graphs) -> "Tolerance":
@@ -65,7 +76,7 @@ class Tolerance:
         if dtype == np.float32:
             return cls(atol=1e-6, rtol=1e-5, acc=4.0, eps=float(np.finfo(np.float32).eps))
         if dtype == np.float16:
-            return cls(atol=1e-3, rtol=2.0**-10, acc=4.0, eps=float(np.finfo(np.float16).eps))
+            return cls(atol=1e-3, rtol=2.0**-10, acc=4.0, eps=float(np.finfo(np.float16).eps), ulps=1.0)
         if dtype.kind in "iub":
             return cls()
         raise ValueError(f"Unsupported dtype: {dtype}; tolerance policy covers float32, float16 and integers")
@@ -77,7 +88,7 @@ class Tolerance:
 
     @property
     def exact(self) -> bool:
-        return self.atol == self.rtol == self.acc == 0.0
+        return self.atol == self.rtol == self.acc == self.ulps == 0.0
 
     def bound(self, expected: np.ndarray, magnitude: np.ndarray | None = None) -> np.ndarray:
         bound = self.atol + self.rtol * np.abs(expected)

@@ -27,10 +27,10 @@ from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import Launch
 from vkdiff.device.launchers import run_op
 from vkdiff.device.layouts import unwritten_mask
-from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.verdicts.compare import Emulated, ErrorStatistics
 from vkdiff.verdicts.program import PORT_STALE_FLAG
 from vkdiff.verdicts.statuses import status_of_exception
-from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status, Tolerance, versions
+from vkdiff.datamodel import DEVICE_LOST_FLAG, FMA_MODELS, Arithmetic, Result, Status, Tolerance, versions
 
 PREPARE_BLAS_THREADS = 1
 """BLAS threads for preparing references: float64 matmuls of kernel cases are small, and an
@@ -49,6 +49,8 @@ class Prepared:
     """Sum of absolute terms per output element (accumulation-aware tolerance)."""
     tolerance: Tolerance | tuple[Tolerance, ...]
     """Policy row for the output (per output of a tuple: its dtype's row, integers exact)."""
+    emulations: dict[Arithmetic, Emulated | None] = dataclasses.field(default_factory=dict)
+    """The reference with each declared arithmetic met so far (None: the op has no emulation)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -176,11 +178,32 @@ def differing_elements(a: Any, b: Any) -> int:
     return count
 
 
-def _statistics(launched: Launch, prepared: Prepared) -> tuple[ErrorStatistics, list[dict[str, Any]]]:
+def emulated(op: str, prepared: Prepared, arithmetic: Arithmetic | None, dtype: Any) -> Emulated | None:
+    """The reference with the launched variant's rounding (once per arithmetic; from ``prepared.args``, the true
+    arguments), or None when the variant declares none or the op has no emulation."""
+    if arithmetic is None or isinstance(prepared.expected, tuple):
+        return None
+    if arithmetic not in prepared.emulations:
+        fmas = FMA_MODELS if arithmetic.accumulate != "float32" else ("fused",)
+        models: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        with capped_blas():
+            for fma in fmas:
+                got = reference.emulate(op, prepared.args, accumulate=arithmetic.accumulate, lanes=arithmetic.lanes,
+                                        fused=fma == "fused")
+                if got is None:
+                    break
+                models[fma if len(fmas) > 1 else "any"] = got
+        prepared.emulations[arithmetic] = (Emulated(models=models, dtype=np.dtype(dtype).name,
+                                                    arithmetic=arithmetic.describe()) if models else None)
+    return prepared.emulations[arithmetic]
+
+
+def _statistics(launched: Launch, prepared: Prepared, op: str) -> tuple[ErrorStatistics, list[dict[str, Any]]]:
     """The worst output's statistics, and every output's when the op returns a tuple."""
     if not isinstance(launched.output, tuple):
+        model = emulated(op, prepared, launched.arithmetic, np.asarray(launched.output).dtype)
         return ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance,
-                                           prepared.magnitude, unwritten_mask(launched.output)), []
+                                           prepared.magnitude, unwritten_mask(launched.output), model), []
     magnitudes = prepared.magnitude or (None,) * len(launched.output)
     each = [ErrorStatistics.from_arrays(np.asarray(out), np.asarray(exp).reshape(np.shape(out)), tol,
                                         None if mag is None else np.asarray(mag).reshape(np.shape(out)),
@@ -192,7 +215,7 @@ def _statistics(launched: Launch, prepared: Prepared) -> tuple[ErrorStatistics, 
 
 def record_launch(result: Result, launched: Launch, prepared: Prepared) -> None:
     """Compare a launch's output(s) with the reference and write the verdict and evidence into ``result``."""
-    stats, outputs = _statistics(launched, prepared)
+    stats, outputs = _statistics(launched, prepared, result.op)
     status = stats.status()
     result.status = status.name
     result.reason = "" if status is Status.PASS else stats.message()

@@ -23,7 +23,8 @@ from vkdiff.reference.packing import (
     weight_sums,
     weight_sums_per_channel,
 )
-from vkdiff.reference.ops import OPS, ReferenceOp, UnsupportedOpError, evaluate, evaluate_with_magnitude, reference_op
+from vkdiff.reference.ops import (OPS, ReferenceOp, UnsupportedOpError, emulate, evaluate, evaluate_with_magnitude,
+                                  reference_op)
 from vkdiff.reference.q8ta import linear_q8ta_q8csw, q8ta_add, q8ta_linear
 from vkdiff.reference.quant import (
     choose_qparams_affine,
@@ -43,6 +44,7 @@ __all__ = [
     "ReferenceOp",
     "UnsupportedOpError",
     "evaluate",
+    "emulate",
     "evaluate_with_magnitude",
     "reference_op",
     "choose_qparams_affine",

@@ -9,7 +9,9 @@ is a tuple of arrays.
 An op whose output is a reduction may also register ``accumulation``: the output and
 the sum of absolute terms of each output element (``|x| @ |w|.T`` for a linear), which
 the tolerance policy scales its accumulation bound by. Computed together, the
-dequantized weight is built once.
+dequantized weight is built once. One whose float16 kernels round in a known order may
+register ``emulation``: the output as an accumulator of a given dtype, split over lanes,
+with fused or separate ``fma``, would give it (``vkdiff.reference.arithmetic``).
 
 Example::
 
@@ -26,11 +28,13 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from vkdiff.reference import aten, llm
+from vkdiff.reference.arithmetic import linear_dq8ca_q4gsw_as, linear_q4gsw_as
 from vkdiff.reference.embedding import embedding_q4gsw
 from vkdiff.reference.linear import dequantize_q4gsw_weight, linear_dq8ca_q4gsw, linear_float64
 from vkdiff.reference.quant import choose_qparams_affine
 
-__all__ = ["OPS", "ReferenceOp", "UnsupportedOpError", "evaluate", "evaluate_with_magnitude", "reference_op"]
+__all__ = ["OPS", "ReferenceOp", "UnsupportedOpError", "emulate", "evaluate", "evaluate_with_magnitude",
+           "reference_op"]
 
 
 class UnsupportedOpError(NotImplementedError):
@@ -47,17 +51,21 @@ class ReferenceOp:
     """Output(s) from the schema's arguments by name."""
     accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None
     """``(output, magnitude)`` for reductions (tuples of them for ops returning tuples), else None."""
+    emulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None
+    """``(output, scale)`` with a kernel's rounding: the schema's arguments plus ``accumulate``, ``lanes`` and
+    ``fused`` keywords; scale is the largest partial sum per element. None: no emulation."""
 
 
 OPS: dict[str, ReferenceOp] = {}
 """Reference ops by full op name."""
 
 
-def reference_op(*names: str, accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None):
+def reference_op(*names: str, accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None,
+                 emulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None):
     """Register the decorated function as the reference of ``names``."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
-            OPS[name] = ReferenceOp(name=name, fn=fn, accumulation=accumulation)
+            OPS[name] = ReferenceOp(name=name, fn=fn, accumulation=accumulation, emulation=emulation)
         return fn
     return wrap
 
@@ -85,6 +93,25 @@ def evaluate_with_magnitude(name: str, args: Mapping[str, Any]) -> tuple[np.ndar
     return op.accumulation(**args)
 
 
+def emulate(name: str, args: Mapping[str, Any], *, accumulate: str, lanes: int,
+            fused: bool) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """``(output, scale)`` of op ``name`` with a kernel's rounding, or None when the op registers no emulation."""
+    op = _lookup(name)
+    if op.emulation is None:
+        return None
+    return op.emulation(**args, accumulate=accumulate, lanes=lanes, fused=fused)
+
+
+def _linear_q4gsw_emulation(self, weights, weight_scales, group_size, bias=None, **arithmetic):
+    return linear_q4gsw_as(self, weights, weight_scales, group_size, bias, **arithmetic)
+
+
+def _linear_dq8ca_q4gsw_emulation(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size,
+                                  bias=None, **arithmetic):
+    return linear_dq8ca_q4gsw_as(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size,
+                                 bias, **arithmetic)
+
+
 def _linear_q4gsw_accumulation(self, weights, weight_scales, group_size, bias=None):
     weight = dequantize_q4gsw_weight(weights, weight_scales, group_size, np.shape(self)[-1])
     expected = linear_float64(self, weight, bias)
@@ -92,7 +119,8 @@ def _linear_q4gsw_accumulation(self, weights, weight_scales, group_size, bias=No
     return expected, magnitude
 
 
-@reference_op("et_vk.linear_q4gsw.default", accumulation=_linear_q4gsw_accumulation)
+@reference_op("et_vk.linear_q4gsw.default", accumulation=_linear_q4gsw_accumulation,
+              emulation=_linear_q4gsw_emulation)
 def _linear_q4gsw(self, weights, weight_scales, group_size, bias=None):
     weight = dequantize_q4gsw_weight(weights, weight_scales, group_size, np.shape(self)[-1])
     return linear_float64(self, weight, bias)
@@ -107,7 +135,8 @@ def _linear_dq8ca_q4gsw_accumulation(input, input_scales, input_zp, weights, wei
     return expected, magnitude.reshape(np.shape(expected))
 
 
-@reference_op("et_vk.linear_dq8ca_q4gsw.default", accumulation=_linear_dq8ca_q4gsw_accumulation)
+@reference_op("et_vk.linear_dq8ca_q4gsw.default", accumulation=_linear_dq8ca_q4gsw_accumulation,
+              emulation=_linear_dq8ca_q4gsw_emulation)
 def _linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias=None):
     return linear_dq8ca_q4gsw(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size, bias)
 

@@ -97,7 +97,23 @@ def kernel_checks(case: KernelCase, trace: TraceDevice, prepared, launched) -> l
                   else _gather(trace.resources[op["res"]], op, exp.shape))
         checks.append(Check(name=f"out{i}", read=read_index, dtype=str(_outputs(launched.output)[i].dtype),
                             expected=exp, bound=np.broadcast_to(bound, exp.shape), gather=gather))
+        checks.extend(_arithmetic_check(case, prepared, launched, checks[-1], tol))
     return checks
+
+
+def _arithmetic_check(case: KernelCase, prepared, launched, plain: Check, tol) -> list[Check]:
+    """The run's second check, where its variant declares its arithmetic: within ``tol.ulps`` of the reference
+    with the kernel's rounding, under the ``fma`` model the run followed."""
+    from vkdiff.harness.kernels import emulated
+
+    model = emulated(case.op, prepared, launched.arithmetic, plain.dtype)
+    if model is None or not tol.ulps or isinstance(launched.output, tuple):
+        return []
+    fma = model.closest(np.asarray(launched.output, np.float64), tol.ulps)[0]
+    output, scale = model.models[fma]
+    spacing = np.spacing(np.abs(scale).astype(model.dtype)).astype(np.float64)
+    return [dataclasses.replace(plain, name=f"{plain.name}-as-kernel", expected=np.asarray(output, np.float64),
+                                bound=tol.ulps * spacing)]
 
 
 def kernel_manifest(case: KernelCase, result: Result) -> dict[str, Any]:

@@ -1,18 +1,67 @@
 """Metrics of an output against its reference: the only place verdicts on numbers are made.
 
-The bound each element is held to is ``Tolerance`` (``vkdiff.datamodel.tolerance``).
+The bound each element is held to is ``Tolerance`` (``vkdiff.datamodel.tolerance``). Where the
+kernel's variant declares its arithmetic, each element is also held within ``tolerance.ulps``
+of the reference evaluated with that arithmetic (``Emulated``), under the ``fma`` model the
+device follows (the one fewest elements stray from).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import numpy as np
 
-from vkdiff.datamodel import Status, Tolerance
+from vkdiff.datamodel import STORE_ROUNDINGS, Status, Tolerance
 
 MAX_REPORTED_INDICES = 5
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Emulated:
+    """The reference with a kernel's rounding, under each ``fma`` model (``vkdiff.reference.arithmetic``)."""
+
+    models: dict[str, tuple[np.ndarray, np.ndarray]]
+    """``fma`` model name → (accumulator value before the store, slack), in the output's shape."""
+    dtype: str
+    """The output's dtype: the kernel stores the accumulator rounded to it."""
+    arithmetic: str
+    """What was emulated, in words (``Arithmetic.describe``)."""
+
+    def closest(self, actual: np.ndarray, ulps: float) -> tuple[str, np.ndarray, np.ndarray]:
+        """(model, ratio, ulps outside) for the ``fma`` model and store rounding the fewest elements stray from.
+
+        A correct element lies between ``value ∓ ulps * slack``, each end rounded to the output dtype as the
+        device's stores round (``STORE_ROUNDINGS``). The ratio is above 1 exactly outside (NaN is outside);
+        ulps outside counts the distance in ulps of the output.
+        """
+        best = None
+        for (name, (value, slack)), store in itertools.product(self.models.items(), STORE_ROUNDINGS):
+            low = _round(value - ulps * slack, self.dtype, store)
+            high = _round(value + ulps * slack, self.dtype, store)
+            spacing = np.spacing(np.abs(value).astype(self.dtype)).astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                distance = np.maximum(low - actual, actual - high)
+                outside = np.where(np.isnan(actual), np.inf, np.maximum(distance, 0.0) / spacing)
+                inside = np.abs(actual - value) / np.maximum(high - low, spacing)
+            ratio = np.where(outside > 0, 1.0 + outside, np.minimum(inside, 1.0))
+            count = int((outside > 0).sum())
+            if best is None or count < best[0]:
+                best = (count, f"{name} fma, stores round {store}", ratio, outside)
+        return best[1], best[2], best[3]
+
+
+def _round(values: np.ndarray, dtype: str, store: str) -> np.ndarray:
+    """``values`` rounded to ``dtype`` to nearest (ties to even) or toward zero, held in float64."""
+    values = np.asarray(values, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nearest = values.astype(dtype)
+        if store == "toward zero":
+            nearest = np.where(np.abs(nearest.astype(np.float64)) > np.abs(values),
+                               np.nextafter(nearest, np.zeros_like(nearest)), nearest)
+    return nearest.astype(np.float64)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -45,10 +94,14 @@ class ErrorStatistics:
     """Histogram of ``log10(|a-e| / bound)`` (``edges``, ``counts``; exact elements in ``exact``)."""
     error_map: list[list[float]] | None = None
     """For failures: ``|a-e| / bound`` max-pooled to at most 32×32 over the output viewed 2-D (rows × last dim)."""
+    arithmetic: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Against the emulated arithmetic, where declared: ``model``, ``rounding`` (the ``fma`` model and store
+    rounding the device followed), ``ulps``, ``beyond`` (elements outside what it stores), ``max_ulps``."""
 
     @classmethod
     def from_arrays(cls, actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance,
-                    magnitude: np.ndarray | None = None, unwritten: np.ndarray | None = None) -> "ErrorStatistics":
+                    magnitude: np.ndarray | None = None, unwritten: np.ndarray | None = None,
+                    emulated: Emulated | None = None) -> "ErrorStatistics":
         """Compare element-wise; never raises on shape mismatch (records it, fields None).
 
         Most outputs are fully written and finite: those take a path with fewer passes over
@@ -79,6 +132,16 @@ class ErrorStatistics:
             ratio_all = np.where(written & ~nan & ~inf, ratio, np.inf)
             nan_count, inf_count = int(nan.sum()), int(inf.sum())
             signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
+        arithmetic: dict[str, Any] = {}
+        if emulated is not None and tolerance.ulps:
+            rounding, model_ratio, outside = emulated.closest(a, tolerance.ulps)
+            beyond = model_ratio > 1
+            over = over | beyond
+            ratio = np.maximum(ratio, model_ratio)
+            ratio_all = np.maximum(ratio_all, model_ratio)
+            finite = outside[np.isfinite(outside)]
+            arithmetic = {"model": emulated.arithmetic, "rounding": rounding, "ulps": tolerance.ulps,
+                          "beyond": int(beyond.sum()), "max_ulps": float(finite.max()) if finite.size else None}
         noise = _sum_of_squares(diff)
         bad = np.flatnonzero(over)
         worst = None
@@ -95,6 +158,7 @@ class ErrorStatistics:
             first_mismatches=[[int(i) for i in np.unravel_index(int(f), over.shape)] for f in bad[:MAX_REPORTED_INDICES]],
             error_hist=_histogram(ratio_all),
             error_map=_pooled(ratio_all) if bad.size else None,
+            arithmetic=arithmetic,
         )
 
     def status(self) -> Status:
@@ -133,6 +197,10 @@ class ErrorStatistics:
             pct = 100.0 * self.mismatches / max(self.total, 1)
             lines.append(f"Mismatched elements: {self.mismatches} / {self.total} ({pct:.3g}%)")
             lines.append(f"Mismatch at indices: {self.first_mismatches}")
+        if self.arithmetic.get("beyond"):
+            lines.append(f"Beyond the kernel's own rounding: {self.arithmetic['beyond']} / {self.total} elements "
+                         f"outside what {self.arithmetic['model']} ({self.arithmetic['rounding']}) stores, "
+                         f"by up to {self.arithmetic['max_ulps']:.4g} ulp")
         lines.append(f"Max absolute difference: {self.max_abs:.6g}")
         lines.append(f"Max relative difference: {self.max_rel:.6g}")
         return "\n".join(lines)

@@ -38,6 +38,7 @@ from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
 from vkdiff.device.graph.vtensor import Layout, TensorSpec
 from vkdiff.device.resources import Storage, Tensor
+from vkdiff.datamodel.arithmetic import Arithmetic
 from vkdiff.device.routing import Route, route_for
 
 
@@ -151,6 +152,8 @@ class Launch:
     """Per output, where each element sits in its raw storage (non-width layouts; None: width-packed)."""
     stale: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """Op (or ``runtime``) → ported C++ files whose source in the tree differs from the port's (``port-stale``)."""
+    arithmetic: Arithmetic | None = None
+    """How the variant accumulates, where its launcher declares it (``vkdiff.datamodel.arithmetic``)."""
 
     @property
     def unwritten(self) -> int:

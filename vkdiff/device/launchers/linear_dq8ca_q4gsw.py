@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.choose_qparams import with_zp_suffix
+from vkdiff.device.launchers import arithmetic
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear_q4gsw import add_linear_qw_node, linear_out_sizes, prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
@@ -48,6 +49,7 @@ PORTS = (
                     "pick_quantize_and_pack_4h4w_with_group_sums_local_wg_size", "is_gemv"),
          sha256="fd71fd02a608fb31fc8533e519743cadfbe26874a43a983e7ac61052ddd125d4",
          tree="executorch main cff6f4dd32"),
+    *arithmetic.DQ8CA_PORTS,
 )
 
 COOPMAT_TILE = (128, 64, 32)
@@ -128,7 +130,8 @@ def add_linear_dqa_qw_node(graph: ComputeGraph, out: Tensor, x: Tensor, packed_i
 
 
 @register_op(OP, output=resize_linear_qw_node, constants=("weights", "weight_sums", "weight_scales", "bias"),
-             ports=PORTS, placements={"input_scales": "texture3d", "input_zp": "texture3d"})
+             ports=PORTS, placements={"input_scales": "texture3d", "input_zp": "texture3d"},
+             arithmetic=arithmetic.legacy_linear)
 def linear_dq8ca_q4gsw(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
     """``linear_dq8ca_q4gsw`` → ``quantized_linear_impl`` (per-channel dynamic int8 input, 4-bit group weights)."""
     x, group_size = args["input"], int(args["group_size"])

@@ -31,6 +31,7 @@ from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard, staging_buffer
+from vkdiff.device.launchers import arithmetic
 from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
@@ -47,6 +48,7 @@ PORTS = (
     Port(file="runtime/graph/ops/impl/Common.cpp", functions=("pick_hw_square_wg_size",),
          sha256="c223f63c0b8eeb9811a0f4641886bac3959230a0aba9137eb3a87a7bdd7ffe3b",
          tree="executorch main cff6f4dd32"),
+    *arithmetic.LEGACY_PORTS,
 )
 
 
@@ -129,7 +131,8 @@ def resize_linear_qw_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[t
     return (*x.shape[:-1], weights.shape[0]), x.dtype
 
 
-@register_op(OP, output=resize_linear_qw_node, constants=("weights", "weight_scales", "bias"), ports=PORTS)
+@register_op(OP, output=resize_linear_qw_node, constants=("weights", "weight_scales", "bias"), ports=PORTS,
+             arithmetic=arithmetic.legacy_linear)
 def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor, *,
                           weight_storage: Storage | None = None) -> None:
     """``quantized_linear_impl`` (weight-only path): prepack weight, scales and bias, then the linear node.

@@ -27,6 +27,7 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer, write_nchw
 from vkdiff.device.graph.compute import create_local_wg_size
+from vkdiff.device.launchers import arithmetic
 from vkdiff.device.launchers.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
@@ -43,6 +44,7 @@ PORTS = (
     Port(file="runtime/graph/ops/impl/Preprocess.cpp",
          functions=("add_transpose_cast_contig_to_vectorized_node", "transpose_cast_global_wg_size"),
          sha256="b3d585b580c8532a2f0787da049533ab3ae53fbcb641f0abd884deef0445b10a", tree="executorch main cff6f4dd32"),
+    *arithmetic.GEMV_W4X8_PORTS,
 )
 
 GEMM_TILE = (4, 8)
@@ -139,7 +141,8 @@ def _gemv_node(graph: ComputeGraph, x: Tensor, tin: Tensor, weight: Tensor, scal
                    resize=lambda: graph.virtual_resize(out, out_sizes(x, n)), resize_args=(x,))
 
 
-@register_op(OP, output=resize_q4gsw_linear_node, constants=("weights", "weight_scales", "bias"), ports=PORTS)
+@register_op(OP, output=resize_q4gsw_linear_node, constants=("weights", "weight_scales", "bias"), ports=PORTS,
+             arithmetic=arithmetic.q4gsw_linear)
 def q4gsw_linear(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
     """``q4gsw_linear``: the float32 path or the float16 transposed-input (``tin``) path."""
     x, weights, group_size = args["self"], args["weights"], int(args["group_size"])

@@ -28,6 +28,7 @@ from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_inpu
 from vkdiff.device.graph.vtensor import Layout
 from vkdiff.device.ports import Port, registers, stale_files
 from vkdiff.device.resources import Storage, Tensor
+from vkdiff.datamodel.arithmetic import Arithmetic
 
 
 OutputSpec = Callable[[Mapping[str, Any], Any], Any]
@@ -54,6 +55,9 @@ class Launcher:
     placements: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Storage of tensor arguments (by name) and outputs (``out0``, ``out1``...) whose shaders declare a fixed
     one (dq8ca's activation qparams, choose_qparams' outputs: texture3d)."""
+    arithmetic: Callable[[str], Arithmetic | None] = lambda variant: None
+    """The accumulation of a dispatched variant, ported from its GLSL (None: not declared; the verdict then
+    bounds rounding by the tolerance policy alone)."""
 
 
 LAUNCHERS: dict[str, list[Launcher]] = {}
@@ -65,7 +69,8 @@ class NoLauncherError(LookupError):
 
 
 def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], ports: tuple[Port, ...],
-                registered_in: str | None = None, placements: Mapping[str, str] | None = None):
+                registered_in: str | None = None, placements: Mapping[str, str] | None = None,
+                arithmetic: Callable[[str], Arithmetic | None] | None = None):
     """Register the decorated op function as a launcher of ``op``.
 
     ``registered_in`` defaults to the first port's file. Registering the same function
@@ -87,7 +92,8 @@ def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], port
             if same:
                 return fn
         found.append(Launcher(op=op, add_node=fn, output=output, constants=frozenset(constants), ports=ports,
-                              registered_in=where, placements=dict(placements or {})))
+                              registered_in=where, placements=dict(placements or {}),
+                              **({"arithmetic": arithmetic} if arithmetic else {})))
         return fn
     return wrap
 
@@ -155,6 +161,7 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
     launched = graph.launch(out, None if layout == "width" else tuple(element_index(graph, t) for t in outs))
     stale = {"runtime": stale_files(RUNTIME_PORTS, ctx.builder.et_src), op: stale_ports(launcher, ctx.builder.et_src)}
     launched.stale = {name: files for name, files in stale.items() if files}
+    launched.arithmetic = launcher.arithmetic(launched.variant)
     return launched
 
 

@@ -1,0 +1,187 @@
+"""References evaluated with a kernel's own rounding: float16 accumulators, in the kernel's order.
+
+The exact reference tells what an op means; these tell what a correct float16 kernel
+gives. Each function takes the accumulator dtype, the number of lanes that split K
+(texels of 4 round-robin, partial sums added in a tree) and whether ``fma`` is fused,
+and returns ``(value, slack)`` per output element: the accumulator's final value before
+the kernel stores it, and how far a correct kernel's accumulator may be from it.
+
+* float16 accumulators: the value carries every rounding of the kernel; the slack is one
+  ulp of the largest partial sum met (a rounding taken differently, on a device whose
+  ``fma`` differs in a tie, moves every later partial sum by about that much);
+* float32 accumulators: the value is the exact sum; the slack bounds float32 rounding as
+  the float32 tolerance row does (``4 * eps32 * Σ|terms|``), far below a float16 ulp.
+
+A correct kernel then stores a value between the two ends, each rounded to the output
+dtype; ``vkdiff.verdicts.compare`` holds every element to that.
+
+Example::
+
+    >>> x = np.array([[1.0, 2.0 ** -11, 2.0 ** -11]])
+    >>> w = np.ones((1, 3))
+    >>> float(dot_as(x, w, accumulate="float16", lanes=1, fused=True)[0][0, 0])  # each tiny term is lost
+    1.0
+    >>> float(dot_as(x, w, accumulate="float32", lanes=1, fused=True)[0][0, 0])  # the exact sum
+    1.0009765625
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from vkdiff.reference.packing import unpack_int4_linear
+from vkdiff.reference.quant import quantize_per_token
+
+__all__ = ["dot_as", "linear_q4gsw_as", "linear_dq8ca_q4gsw_as", "round_to", "ulp"]
+
+TEXEL = 4
+"""K elements one lane takes at a time (one ``vec4`` texel)."""
+
+FLOAT32_ERROR = 4 * 2.0 ** -23
+"""A float32 accumulator's rounding, as a multiple of ``Σ|terms|`` (the float32 tolerance row's ``acc * eps``)."""
+
+
+def round_to(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` rounded to ``dtype`` (nearest, ties to even) and held in float64."""
+    return np.asarray(a, np.float64).astype(dtype).astype(np.float64)
+
+
+def ulp(a: np.ndarray, dtype) -> np.ndarray:
+    """Spacing of ``dtype`` at ``|a|`` (the subnormal spacing at zero), in float64."""
+    return np.spacing(np.abs(np.asarray(a, np.float64)).astype(dtype)).astype(np.float64)
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype, fused: bool) -> np.ndarray:
+    """``fma(a, b, c)`` in ``dtype``: the exact product and sum rounded once, or the product rounded first."""
+    product = a * b
+    return round_to(product + c if fused else round_to(product, dtype) + c, dtype)
+
+
+def dot_as(x: np.ndarray, w: np.ndarray, *, accumulate: str, lanes: int,
+           fused: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``x @ w.T`` (``x [M, K]``, ``w [N, K]``, values as the kernel holds them) as ``lanes`` accumulators add it.
+
+    Returns:
+        (value, slack): ``[M, N]`` float64 each (see the module docstring).
+    """
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    if accumulate == "float32":
+        return x @ w.T, FLOAT32_ERROR * (np.abs(x) @ np.abs(w).T)
+    dtype = np.dtype(accumulate)
+    m, k = x.shape
+    texels = -(-k // TEXEL)
+    steps = -(-texels // lanes)
+    padded = steps * lanes * TEXEL
+    xs = np.zeros((m, padded)); xs[:, :k] = x
+    ws = np.zeros((w.shape[0], padded)); ws[:, :k] = w
+    xs = xs.reshape(m, steps, lanes, TEXEL)
+    ws = ws.reshape(-1, steps, lanes, TEXEL)
+    acc = np.zeros((lanes, m, w.shape[0]))
+    scale = np.zeros_like(acc)
+    for step in range(steps):
+        for i in range(TEXEL):
+            acc = _fma(xs[:, step, :, i].T[:, :, None], ws[:, step, :, i].T[:, None, :], acc, dtype, fused)
+            np.maximum(scale, np.abs(acc), out=scale)
+    value, scale = _tree(acc, scale, dtype)
+    return value, ulp(scale, dtype)
+
+
+def _tree(acc: np.ndarray, scale: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Lane partials added pairwise, ``partial[l] += partial[l + half]``, as the shaders' shared-memory reduction."""
+    lanes = acc.shape[0]
+    while lanes > 1:
+        half = lanes // 2
+        acc = round_to(acc[:half] + acc[half:lanes], dtype)
+        scale = np.maximum(np.maximum(scale[:half], scale[half:lanes]), np.abs(acc))
+        lanes = half
+    return acc[0], scale[0]
+
+
+def _add_bias(value: np.ndarray, slack: np.ndarray, bias: Optional[np.ndarray], accumulate: str):
+    """``+ bias`` in the accumulator's dtype (``add_bias_to_out_tile``)."""
+    if bias is None:
+        return value, slack
+    bias = np.asarray(bias, np.float64)[:value.shape[-1]]
+    if accumulate == "float32":
+        return value + bias, slack + FLOAT32_ERROR * np.abs(bias)
+    value = round_to(value + bias, accumulate)
+    return value, np.maximum(slack, ulp(value, accumulate))
+
+
+def linear_q4gsw_as(x: np.ndarray, weights: np.ndarray, scales: np.ndarray, group_size: int,
+                    bias: Optional[np.ndarray] = None, *, accumulate: str, lanes: int = 1,
+                    fused: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``linear_q4gsw`` as ``fp_accumulate_with_int4_weight`` computes it.
+
+    Each weight is ``fma(code, scale, 0)`` in the accumulator's dtype (one rounding of the
+    product), each term ``fma(x, weight, acc)``; the kernel stores the result in ``x``'s dtype.
+    """
+    x = np.asarray(x)
+    k = x.shape[-1]
+    codes = unpack_int4_linear(weights, k).astype(np.float64)
+    n = codes.shape[0]
+    per_k = np.repeat(np.asarray(scales, np.float64)[:, :n].T, group_size, axis=1)
+    w = codes * per_k if accumulate == "float32" else round_to(codes * per_k, accumulate)
+    value, slack = dot_as(x.reshape(-1, k), w, accumulate=accumulate, lanes=lanes, fused=fused)
+    value, slack = _add_bias(value, slack, bias, accumulate)
+    return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)
+
+
+def _quantize_as_shader(x: np.ndarray, input_scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """``quantize()`` of ``linear_int8_input_block.glslh``: ``round(x * (1.0 / float(scale))) + zp`` in float32."""
+    inverse = np.float32(1.0) / np.asarray(input_scale, np.float32).reshape(-1, 1)
+    scaled = (np.asarray(x, np.float32) * inverse).astype(np.float64)
+    return quantize_per_token(scaled, np.ones(len(inverse)), zero_point)
+
+
+def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_point: np.ndarray,
+                          weights: np.ndarray, weight_sums: np.ndarray, scales: np.ndarray, group_size: int,
+                          bias: Optional[np.ndarray] = None, *, accumulate: str, lanes: int = 1,
+                          fused: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``linear_dq8ca_q4gsw`` as ``accumulate_out_tile_with_int_accum_from_int4_weights`` computes it.
+
+    Per group the integer sum ``Σ q·c − ws·z`` is exact; it is converted to the
+    accumulator's dtype, multiplied by ``VEC4_T(s_x * s_w)`` (the float32 product rounded)
+    and added with ``fma``. With lanes, each lane sums its own texels of every group and
+    the lane partials are tree-reduced.
+    """
+    x = np.asarray(x)
+    k = x.shape[-1]
+    xm = x.reshape(-1, k)
+    m = xm.shape[0]
+    z = np.asarray(input_zero_point, np.float64).reshape(m)
+    q = _quantize_as_shader(xm, input_scale, z).astype(np.int64)
+    codes = unpack_int4_linear(weights, k).astype(np.int64)
+    n, groups = codes.shape[0], k // group_size
+    sums = np.asarray(weight_sums, np.int64)[:, :n]
+    s_x = np.asarray(input_scale, np.float32).reshape(m, 1).astype(np.float64)
+    step = np.asarray(scales, np.float64)[:, :n][:, None, :] * s_x[None]          # [G, M, N], exact in float64
+    step = step if accumulate == "float32" else round_to(step, accumulate)
+    lane_of = (np.arange(k) // TEXEL) % lanes
+    centred = q - z.astype(np.int64)[:, None]
+    sum_error = codes.reshape(n, groups, group_size).sum(axis=2).T - sums                # [G, N]: 0 for true sums
+    parts = np.zeros((lanes, m, n)); scale = np.zeros_like(parts)
+    for g in range(groups):
+        ks = slice(g * group_size, (g + 1) * group_size)
+        for lane in range(lanes):
+            mine = lane_of[ks] == lane
+            if not mine.any():
+                continue
+            integer = (centred[:, ks][:, mine] @ codes[:, ks][:, mine].T).astype(np.float64)
+            if lane == 0:
+                integer += z[:, None] * sum_error[g][None, :]
+            if accumulate == "float32":
+                parts[lane] += integer * step[g]
+                scale[lane] += FLOAT32_ERROR * np.abs(integer * step[g])
+            else:
+                parts[lane] = _fma(round_to(integer, accumulate), step[g], parts[lane], np.dtype(accumulate), fused)
+                np.maximum(scale[lane], np.abs(parts[lane]), out=scale[lane])
+    if accumulate == "float32":
+        value, slack = parts.sum(axis=0), scale.sum(axis=0)
+    else:
+        value, scale = (parts[0], scale[0]) if lanes == 1 else _tree(parts, scale, np.dtype(accumulate))
+        slack = ulp(scale, accumulate)
+    value, slack = _add_bias(value, slack, bias, accumulate)
+    return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)
