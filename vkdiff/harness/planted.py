@@ -15,6 +15,8 @@ is caught when it is not PASS. Trials only run on cases whose clean run passes.
 ``row``
     one output channel (or an indexed embedding row) reading its neighbour's row.
 
+dq8ca's weight sums keep their true values, as a kernel misreading a code would see them.
+
 Each is applied where the output can show it: an embedding fault lands on an indexed row.
 """
 
