@@ -44,10 +44,12 @@ def candidates(family: str, dtype: str) -> list:
 def measure(ctx: DeviceContext, family: str, dtype: str, want: int, count: int) -> dict:
     """Clean statuses and trials of one family and dtype."""
     runs = list(planted.clean_runs(ctx, candidates(family, dtype), want))
-    passing = [(case, prepared) for case, prepared, clean in runs if set(clean.statuses.values()) == {"PASS"}]
+    passing = [(case, prepared) for case, prepared, clean in runs
+               if all(clean.statuses[p] == "PASS" for p in planted.POLICIES)]
     trials = [planted.run_trial(ctx, case, prepared, kind, trial)
               for kind in planted.KINDS for trial in range(count if passing else 0)
               for case, prepared in [passing[trial % len(passing)]]]
+    trials = [t for t in trials if t is not None]
     return {"family": family, "dtype": dtype, "cases": [case.id for case, _ in passing],
             "clean": [dataclasses.asdict(clean) for _, _, clean in runs],
             "trials": [dataclasses.asdict(t) for t in trials]}
@@ -56,12 +58,12 @@ def measure(ctx: DeviceContext, family: str, dtype: str, want: int, count: int) 
 def table(rows: list[dict]) -> str:
     """Markdown: catch rate per family, dtype, kind and policy, with clean failures."""
     lines = ["| family | dtype | cases | " + " | ".join(f"{k} (tol → arith)" for k in planted.KINDS)
-             + " | clean fails (tol / arith) |", "|---" * (4 + len(planted.KINDS)) + "|"]
+             + " | clean fails (tol / arith) | unmodelled |", "|---" * (5 + len(planted.KINDS)) + "|"]
     for row in rows:
         per = collections.defaultdict(lambda: collections.Counter())
         for t in row["trials"]:
-            for policy, status in t["statuses"].items():
-                per[t["kind"]][policy] += status != "PASS"
+            for policy in planted.POLICIES:
+                per[t["kind"]][policy] += t["statuses"][policy] != "PASS"
             per[t["kind"]]["n"] += 1
         cells = []
         for kind in planted.KINDS:
@@ -70,8 +72,9 @@ def table(rows: list[dict]) -> str:
         ran = [c for c in row["clean"] if c["statuses"]["tolerance"] in ("PASS", "FAIL_NUMERIC", "FAIL_NAN",
                                                                            "FAIL_CHECK")]
         fails = [sum(c["statuses"][p] != "PASS" for c in ran) for p in planted.POLICIES]
+        unmodelled = sum("unmodelled" in c["statuses"] for c in ran)
         lines.append(f"| {row['family']} | {row['dtype']} | {len(row['cases'])} | " + " | ".join(cells)
-                     + f" | {fails[0]} / {fails[1]} of {len(ran)} |")
+                     + f" | {fails[0]} / {fails[1]} of {len(ran)} | {unmodelled} of {len(ran)} |")
     return "\n".join(lines)
 
 

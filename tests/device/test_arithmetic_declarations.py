@@ -17,7 +17,7 @@ from vkdiff.device.ports import stale_files
     ("linear_dq8ca_q4gsw_tiled_buffer_texture2d_half_zpint8",
      Arithmetic(accumulate="float16", source="linear_dq8ca_q4gsw_tiled.glsl")),
     ("linear_dq8ca_q4gsw_coop_texture3d_texture2d_half_zpinherit",
-     Arithmetic(accumulate="float32", lanes=64, source="linear_q4gsw_coop.glsl")),
+     Arithmetic(accumulate="float32", lanes=64, source="linear_q4gsw_coop.glsl", weight_only=True)),
     ("linear_q4gsw_tiled_buffer_texture2d_float", None),
     ("linear_dq8ca_q4gsw_tiled_buffer_texture2d_float_zpint8", None),
 ])

@@ -134,3 +134,9 @@ def test_linear_dq8ca_q4gsw_as_float32_is_the_op():
     got, _ = arithmetic.linear_dq8ca_q4gsw_as(x, scale, zero, packed, sums, scales, group, accumulate="float32")
     exact = linear.linear_dq8ca_q4gsw(x, scale, zero, packed, sums, scales, group)
     np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-7)
+
+
+def test_no_dq8ca_kernel_splits_k_over_lanes():
+    with pytest.raises(ValueError, match="no dq8ca kernel splits K over lanes"):
+        arithmetic.linear_dq8ca_q4gsw_as(np.ones((1, 8), np.float16), np.ones(1), np.zeros(1), np.zeros((8, 4), np.uint8),
+                                         np.zeros((1, 8), np.int32), np.ones((1, 8)), 8, accumulate="float16", lanes=64)

@@ -70,3 +70,28 @@ def test_nan_is_outside_every_model():
     actual[0, 0] = np.nan
     stats = _stats(actual, exact, magnitude, emulated)
     assert stats.status() is Status.FAIL_NAN and stats.arithmetic["beyond"] == 1
+
+
+def test_a_device_computing_in_another_order_is_judged_by_the_policy_alone():
+    """Outputs spread one ulp or more off the model over every row and column: not a fault's shape."""
+    exact, magnitude, emulated = _case("order")
+    actual = emulated.models["separate"][0].copy()
+    spread = np.random.default_rng(11).random(actual.shape) < 0.3
+    actual[spread] = np.nextafter(np.nextafter(actual[spread].astype(np.float16), np.float16(np.inf)),
+                                  np.float16(np.inf))
+    stats = _stats(actual, exact, magnitude, emulated)
+    assert stats.status() is Status.PASS
+    assert stats.arithmetic["followed"] is False and stats.arithmetic["beyond"] > 10
+    assert "Beyond the kernel's own rounding" not in stats.message()
+
+
+@pytest.mark.parametrize("shape", ["row", "column"])
+def test_a_fault_shaped_like_a_row_or_a_channel_is_judged_by_the_model(shape):
+    exact, magnitude, emulated = _case(shape)
+    actual = emulated.models["fused"][0].copy()
+    if shape == "row":
+        actual[4] += 0.003
+    else:
+        actual[:, 9] -= 0.003
+    stats = _stats(actual, exact, magnitude, emulated)
+    assert stats.arithmetic["followed"] is True and stats.status() is Status.FAIL_NUMERIC

@@ -37,10 +37,14 @@ class Arithmetic:
     lanes' partial sums are added in a tree (``partial[l] += partial[l + i]`` for ``i = lanes/2 .. 1``)."""
     source: str = ""
     """The GLSL this is read from (``linear_q4gsw_tiled.glsl``)."""
+    weight_only: bool = False
+    """The variant ignores a dynamically quantized linear's activation qparams and computes the weight-only
+    linear on the float input (``linear_q4gsw_coop.glsl``'s dq8ca variants)."""
 
     def describe(self) -> str:
         order = "sequential over K" if self.lanes == 1 else f"{self.lanes} lanes over K texels, tree-reduced"
-        return f"{self.accumulate} accumulators, {order}" + (f" ({self.source})" if self.source else "")
+        what = "weight-only linear, " if self.weight_only else ""
+        return f"{what}{self.accumulate} accumulators, {order}" + (f" ({self.source})" if self.source else "")
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)

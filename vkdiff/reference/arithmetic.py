@@ -144,9 +144,10 @@ def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_poi
 
     Per group the integer sum ``Σ q·c − ws·z`` is exact; it is converted to the
     accumulator's dtype, multiplied by ``VEC4_T(s_x * s_w)`` (the float32 product rounded)
-    and added with ``fma``. With lanes, each lane sums its own texels of every group and
-    the lane partials are tree-reduced.
+    and added with ``fma``, group after group. No dq8ca shader splits K over lanes.
     """
+    if lanes != 1:
+        raise ValueError(f"linear_dq8ca_q4gsw_as: no dq8ca kernel splits K over lanes (got lanes={lanes})")
     x = np.asarray(x)
     k = x.shape[-1]
     xm = x.reshape(-1, k)
@@ -158,30 +159,17 @@ def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_poi
     sums = np.asarray(weight_sums, np.int64)[:, :n]
     s_x = np.asarray(input_scale, np.float32).reshape(m, 1).astype(np.float64)
     step = np.asarray(scales, np.float64)[:, :n][:, None, :] * s_x[None]          # [G, M, N], exact in float64
-    step = step if accumulate == "float32" else round_to(step, accumulate)
-    lane_of = (np.arange(k) // TEXEL) % lanes
-    centred = q - z.astype(np.int64)[:, None]
-    sum_error = codes.reshape(n, groups, group_size).sum(axis=2).T - sums                # [G, N]: 0 for true sums
-    parts = np.zeros((lanes, m, n)); scale = np.zeros_like(parts)
-    for g in range(groups):
-        ks = slice(g * group_size, (g + 1) * group_size)
-        for lane in range(lanes):
-            mine = lane_of[ks] == lane
-            if not mine.any():
-                continue
-            integer = (centred[:, ks][:, mine] @ codes[:, ks][:, mine].T).astype(np.float64)
-            if lane == 0:
-                integer += z[:, None] * sum_error[g][None, :]
-            if accumulate == "float32":
-                parts[lane] += integer * step[g]
-                scale[lane] += FLOAT32_ERROR * np.abs(integer * step[g])
-            else:
-                parts[lane] = _fma(round_to(integer, accumulate), step[g], parts[lane], np.dtype(accumulate), fused)
-                np.maximum(scale[lane], np.abs(parts[lane]), out=scale[lane])
+    q_groups, code_groups = q.reshape(m, groups, group_size), codes.reshape(n, groups, group_size)
+    integer = (np.einsum("mgk,ngk->gmn", q_groups, code_groups) - sums[:, None, :] * z.astype(np.int64)[None, :, None])
+    integer = integer.astype(np.float64)
     if accumulate == "float32":
-        value, slack = parts.sum(axis=0), scale.sum(axis=0)
+        value, slack = (integer * step).sum(axis=0), FLOAT32_ERROR * np.abs(integer * step).sum(axis=0)
     else:
-        value, scale = (parts[0], scale[0]) if lanes == 1 else _tree(parts, scale, np.dtype(accumulate))
+        value, scale = np.zeros((m, n)), np.zeros((m, n))
+        step = round_to(step, accumulate)
+        for g in range(groups):
+            value = _fma(round_to(integer[g], accumulate), step[g], value, np.dtype(accumulate), fused)
+            np.maximum(scale, np.abs(value), out=scale)
         slack = ulp(scale, accumulate)
     value, slack = _add_bias(value, slack, bias, accumulate)
     return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)

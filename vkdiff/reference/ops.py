@@ -93,13 +93,15 @@ def evaluate_with_magnitude(name: str, args: Mapping[str, Any]) -> tuple[np.ndar
     return op.accumulation(**args)
 
 
-def emulate(name: str, args: Mapping[str, Any], *, accumulate: str, lanes: int,
-            fused: bool) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """``(output, scale)`` of op ``name`` with a kernel's rounding, or None when the op registers no emulation."""
+def emulate(name: str, args: Mapping[str, Any], *, accumulate: str, lanes: int, fused: bool,
+            weight_only: bool = False) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """``(value, slack)`` of op ``name`` with a kernel's rounding (``weight_only``: a quantized-activation linear
+    computed on its float input), or None when the op registers no emulation."""
     op = _lookup(name)
     if op.emulation is None:
         return None
-    return op.emulation(**args, accumulate=accumulate, lanes=lanes, fused=fused)
+    extra = {"weight_only": True} if weight_only else {}
+    return op.emulation(**args, accumulate=accumulate, lanes=lanes, fused=fused, **extra)
 
 
 def _linear_q4gsw_emulation(self, weights, weight_scales, group_size, bias=None, **arithmetic):
@@ -107,7 +109,9 @@ def _linear_q4gsw_emulation(self, weights, weight_scales, group_size, bias=None,
 
 
 def _linear_dq8ca_q4gsw_emulation(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size,
-                                  bias=None, **arithmetic):
+                                  bias=None, weight_only=False, **arithmetic):
+    if weight_only:
+        return linear_q4gsw_as(input, weights, weight_scales, group_size, bias, **arithmetic)
     return linear_dq8ca_q4gsw_as(input, input_scales, input_zp, weights, weight_sums, weight_scales, group_size,
                                  bias, **arithmetic)
 

@@ -10,6 +10,8 @@ tolerance policy's bound, which already catches a single wrong code there.
   ``accumulate_out_tile_with_int_accum_from_int4_weights``);
 * ``linear_q4gsw_coop`` / ``linear_dq8ca_q4gsw_coop``: ``WGS`` = 64 lanes take K texels
   round-robin, then ``accumulate_out_tile_with_out_tile`` adds them in a tree, in float16;
+  the dq8ca variants only add the activation qparams' bindings: they compute the weight-only
+  linear on the float input (the ``etvk-dq8ca-gemv-is-weight-only`` finding);
 * ``q4gsw_linear_gemv_coop__w_4x8``: ``vec4`` (float32) accumulators, stored once as half.
 """
 
@@ -63,7 +65,8 @@ def legacy_linear(variant: str) -> Arithmetic | None:
             io = variant.split(kind, 1)[1].split("_", 1)[0]
             source = variant.split(kind)[0].replace("linear_dq8ca_q4gsw", "linear_dq8ca_q4gsw" if lanes == 1
                                                     else "linear_q4gsw") + kind.rstrip("_") + ".glsl"
-            return Arithmetic(accumulate="float16" if io == "buffer" else "float32", lanes=lanes, source=source)
+            return Arithmetic(accumulate="float16" if io == "buffer" else "float32", lanes=lanes, source=source,
+                              weight_only=lanes > 1 and variant.startswith("linear_dq8ca_q4gsw"))
     return None
 
 
