@@ -129,11 +129,21 @@ def linear_q4gsw_as(x: np.ndarray, weights: np.ndarray, scales: np.ndarray, grou
     return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)
 
 
-def _quantize_as_shader(x: np.ndarray, input_scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
-    """``quantize()`` of ``linear_int8_input_block.glslh``: ``round(x * (1.0 / float(scale))) + zp`` in float32."""
+QUANTIZE_ERROR = 4 * 2.0 ** -23
+"""Relative error of the float32 ``x * (1.0 / scale)`` a shader quantizes with: Vulkan lets ``OpFDiv`` be
+2.5 ulp off and the product rounds once more."""
+
+
+def _quantize_as_shader(x: np.ndarray, input_scale: np.ndarray,
+                        zero_point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``quantize()`` of ``linear_int8_input_block.glslh``, ``round(x * (1.0 / float(scale))) + zp`` in float32:
+    the codes, and where a correct device may round the other way (within ``QUANTIZE_ERROR`` of a half, or a
+    tie ``round()`` may break either way)."""
     inverse = np.float32(1.0) / np.asarray(input_scale, np.float32).reshape(-1, 1)
     scaled = (np.asarray(x, np.float32) * inverse).astype(np.float64)
-    return quantize_per_token(scaled, np.ones(len(inverse)), zero_point)
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= QUANTIZE_ERROR * np.abs(scaled)
+    q = quantize_per_token(scaled, np.ones(len(inverse)), zero_point)
+    return q, near_half & (q > -128) & (q < 127)
 
 
 def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_point: np.ndarray,
@@ -144,7 +154,9 @@ def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_poi
 
     Per group the integer sum ``Σ q·c − ws·z`` is exact; it is converted to the
     accumulator's dtype, multiplied by ``VEC4_T(s_x * s_w)`` (the float32 product rounded)
-    and added with ``fma``, group after group. No dq8ca shader splits K over lanes.
+    and added with ``fma``, group after group. No dq8ca shader splits K over lanes. An
+    activation a device may quantize one step the other way widens its row's slack by that
+    step's terms, ``s_x · s_w · |c|``.
     """
     if lanes != 1:
         raise ValueError(f"linear_dq8ca_q4gsw_as: no dq8ca kernel splits K over lanes (got lanes={lanes})")
@@ -153,7 +165,8 @@ def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_poi
     xm = x.reshape(-1, k)
     m = xm.shape[0]
     z = np.asarray(input_zero_point, np.float64).reshape(m)
-    q = _quantize_as_shader(xm, input_scale, z).astype(np.int64)
+    q, ambiguous = _quantize_as_shader(xm, input_scale, z)
+    q = q.astype(np.int64)
     codes = unpack_int4_linear(weights, k).astype(np.int64)
     n, groups = codes.shape[0], k // group_size
     sums = np.asarray(weight_sums, np.int64)[:, :n]
@@ -171,5 +184,8 @@ def linear_dq8ca_q4gsw_as(x: np.ndarray, input_scale: np.ndarray, input_zero_poi
             value = _fma(round_to(integer[g], accumulate), step[g], value, np.dtype(accumulate), fused)
             np.maximum(scale, np.abs(value), out=scale)
         slack = ulp(scale, accumulate)
+    if ambiguous.any():
+        per_k = np.repeat(np.asarray(scales, np.float64)[:, :n].T, group_size, axis=1)        # [N, K]
+        slack = slack + s_x * (ambiguous.astype(np.float64) @ (np.abs(codes) * per_k).T)
     value, slack = _add_bias(value, slack, bias, accumulate)
     return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)
