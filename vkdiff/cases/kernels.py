@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Literal
 
 import numpy as np
 
-DType = Literal["fp32", "fp16"]
+DType = Literal["fp32", "fp16", "int32", "bool"]
 IoStorage = Literal["buffer", "texture3d"]
 
-NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16}
+NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
 """Case dtype names → numpy dtypes."""
 
 OPTION_TOKENS: dict[str, str] = {"weight_storage": "w"}

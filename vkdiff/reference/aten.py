@@ -7,12 +7,15 @@ row-major order, a ``permute_copy`` a transpose of axes.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["add", "sub", "mul", "div", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "view_copy", "squeeze_copy", "unsqueeze_copy",
-           "to_copy", "permute_copy"]
+__all__ = ["add", "sub", "mul", "div", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "cos", "sin", "sqrt", "rsqrt",
+           "log10", "round_", "clamp", "relu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "hardshrink",
+           "leaky_relu", "gelu", "bitwise_not", "view_copy", "squeeze_copy", "unsqueeze_copy", "to_copy",
+           "permute_copy"]
 
 
 def _f64(x) -> np.ndarray:
@@ -67,6 +70,98 @@ def neg(self) -> np.ndarray:
 def abs_(self) -> np.ndarray:
     """``|x|``."""
     return np.abs(_f64(self))
+
+
+def cos(self) -> np.ndarray:
+    return np.cos(_f64(self))
+
+
+def sin(self) -> np.ndarray:
+    return np.sin(_f64(self))
+
+
+def sqrt(self) -> np.ndarray:
+    """``√x``: NaN below zero."""
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(_f64(self))
+
+
+def rsqrt(self) -> np.ndarray:
+    """``1/√x``: ``inf`` at zero, NaN below."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 / np.sqrt(_f64(self))
+
+
+def log10(self) -> np.ndarray:
+    """``log10 x``: ``-inf`` at zero, NaN below."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log10(_f64(self))
+
+
+def round_(self) -> np.ndarray:
+    """Nearest integer, ties to even (``torch.round``: ``round(2.5) == 2``)."""
+    return np.round(_f64(self))
+
+
+def clamp(self, min=None, max=None) -> np.ndarray:
+    """``min(max(x, min), max)``, NaN kept (``aten.clamp``; an absent bound is no bound)."""
+    x = _f64(self)
+    low = -np.inf if min is None else float(min)
+    high = np.inf if max is None else float(max)
+    return np.where(np.isnan(x), x, np.minimum(np.maximum(x, low), high))
+
+
+def relu(self) -> np.ndarray:
+    """``max(x, 0)``, NaN kept."""
+    return clamp(self, 0.0)
+
+
+def relu6(self) -> np.ndarray:
+    return clamp(self, 0.0, 6.0)
+
+
+def hardtanh(self, min_val=-1.0, max_val=1.0) -> np.ndarray:
+    return clamp(self, min_val, max_val)
+
+
+def hardswish(self) -> np.ndarray:
+    """``x · relu6(x + 3) / 6``."""
+    x = _f64(self)
+    return x * clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardsigmoid(self) -> np.ndarray:
+    """``relu6(x + 3) / 6``."""
+    return clamp(_f64(self) + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardshrink(self, lambd=0.5) -> np.ndarray:
+    """``x`` where ``|x| > lambd``, else 0."""
+    x = _f64(self)
+    return np.where((x > lambd) | (x < -lambd) | np.isnan(x), x, 0.0)
+
+
+def leaky_relu(self, negative_slope=0.01) -> np.ndarray:
+    """``x`` above zero, ``negative_slope · x`` at and below."""
+    x = _f64(self)
+    return np.where(x > 0, x, x * float(negative_slope))
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def gelu(self, approximate: str = "none") -> np.ndarray:
+    """``x · Φ(x)`` with the exact ``erf`` (``approximate="none"``) or PyTorch's tanh approximation."""
+    x = _f64(self)
+    if str(approximate).strip('"') == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)).astype(np.float64))
+
+
+def bitwise_not(self) -> np.ndarray:
+    """``~x``: logical not for bool, two's complement for integers."""
+    x = np.asarray(self)
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
 
 def view_copy(self, size: Sequence[int]) -> np.ndarray:

@@ -150,8 +150,10 @@ class ErrorStatistics:
             finite_ref = np.isfinite(e)
             nan = np.isnan(a) & finite_ref & written
             inf = np.isinf(a) & finite_ref & written
-            diff = np.where(np.isfinite(a) & written, np.abs(a - e), 0.0)
-            over = (diff > bound) | nan | inf | ~written
+            special = ((np.isnan(e) & ~np.isnan(a)) | (np.isinf(e) & (a != e))) & written
+            with np.errstate(invalid="ignore"):
+                diff = np.where(np.isfinite(a) & written & ~np.isnan(e), np.abs(a - e), 0.0)
+            over = (diff > bound) | nan | inf | special | ~written
             ratio = np.where(np.isfinite(diff), diff, np.inf) / safe_bound
             ratio_all = np.where(written & ~nan & ~inf, ratio, np.inf)
             nan_count, inf_count = int(nan.sum()), int(inf.sum())
