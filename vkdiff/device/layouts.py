@@ -17,8 +17,9 @@ TEXEL_FORMATS = {
     np.dtype(np.uint32): "rgba32uint",
     np.dtype(np.int8): "rgba8sint",
     np.dtype(np.uint8): "rgba8uint",
+    np.dtype(np.bool_): "rgba8uint",
 }
-"""Texture format ET-VK allocates for each tensor dtype."""
+"""Texture format ET-VK allocates for each tensor dtype (``vk_api/Types.h``: Bool is ``R8G8B8A8_UINT``)."""
 
 POISON_BITS = {1: 0x5A, 2: 0x7E5A, 4: 0x7FA5A5A5}
 """Bit pattern written before a dispatch (quiet NaN payloads for floats): unwritten = still equal."""
