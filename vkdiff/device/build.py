@@ -211,6 +211,12 @@ class ShaderBuilder:
             return frozenset(p.stem for p in self.index_dir.glob("*.json"))
         return frozenset(n for n, (path, _) in generator.output_file_map.items() if path.endswith(".glsl"))
 
+    def templates(self) -> dict[str, str]:
+        """Variant name → the template file (``.glsl``) it is generated from (needs executorch's codegen)."""
+        _, generator = self._codegen
+        return {name: Path(path).name for name, (path, _) in generator.output_file_map.items()
+                if path.endswith(".glsl")}
+
     @functools.cached_property
     def _polyfill(self) -> bool:
         return not glslc_has_dot_product()
