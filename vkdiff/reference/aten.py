@@ -12,7 +12,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-__all__ = ["add", "sub", "mul", "div", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "cos", "sin", "sqrt", "rsqrt",
+__all__ = ["add", "sub", "mul", "div", "div_mode", "pow_", "minimum", "eq", "lt", "le", "gt", "ge", "bitwise_and",
+           "bitwise_or", "logical_and", "logical_or", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "cos", "sin", "sqrt", "rsqrt",
            "log10", "round_", "clamp", "relu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "hardshrink",
            "leaky_relu", "gelu", "bitwise_not", "view_copy", "squeeze_copy", "unsqueeze_copy", "to_copy",
            "permute_copy"]
@@ -38,6 +39,52 @@ def mul(self, other) -> np.ndarray:
 
 def div(self, other) -> np.ndarray:
     return _f64(self) / _f64(other)
+
+
+def div_mode(self, other, rounding_mode: Optional[str] = None) -> np.ndarray:
+    """``self / other``, then floored or truncated as ``rounding_mode`` says (``aten.div.Tensor_mode``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quotient = _f64(self) / _f64(other)
+    mode = None if rounding_mode is None else str(rounding_mode).strip('"')
+    return np.floor(quotient) if mode == "floor" else np.trunc(quotient) if mode == "trunc" else quotient
+
+
+def pow_(self, exponent) -> np.ndarray:
+    """``self ** exponent``: real for a negative base with an integral exponent, NaN otherwise."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.power(_f64(self), _f64(exponent))
+
+
+def minimum(self, other) -> np.ndarray:
+    """Element-wise minimum, NaN propagated (``torch.minimum``)."""
+    return np.minimum(_f64(self), _f64(other))
+
+
+def _compare(fn):
+    def compare(self, other) -> np.ndarray:
+        return fn(_f64(self), _f64(other))
+
+    compare.__doc__ = f"``{fn.__name__}`` element-wise, a bool tensor (NaN compares false, ``ne`` aside)."
+    return compare
+
+
+eq, lt, le, gt, ge = (_compare(fn) for fn in (np.equal, np.less, np.less_equal, np.greater, np.greater_equal))
+
+
+def bitwise_and(self, other) -> np.ndarray:
+    return np.bitwise_and(np.asarray(self), np.asarray(other))
+
+
+def bitwise_or(self, other) -> np.ndarray:
+    return np.bitwise_or(np.asarray(self), np.asarray(other))
+
+
+def logical_and(self, other) -> np.ndarray:
+    return np.logical_and(np.asarray(self), np.asarray(other))
+
+
+def logical_or(self, other) -> np.ndarray:
+    return np.logical_or(np.asarray(self), np.asarray(other))
 
 
 def sigmoid(self) -> np.ndarray:

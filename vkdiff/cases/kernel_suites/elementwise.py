@@ -1,8 +1,8 @@
-"""The glue ops of the default model cases as kernel cases: ``add``, ``mul`` (with broadcasting), ``view_copy``
-(the activations are in ``unary``).
+"""The glue ops of the default model cases as kernel cases: ``add``, ``sub``, ``mul`` and ``div`` (with
+broadcasting), ``view_copy`` (the activations are in ``unary``, the other binary ops in ``binary``).
 
 Shapes cover a width that is not a multiple of 4 (texture padding), a leading batch, and,
-for ``mul``, an operand broadcast along the packed (width) dim, which the texture shaders
+for ``mul`` and ``div``, an operand broadcast along the packed (width) dim, which the texture shaders
 handle with their ``*_broadcast_packed_dim`` spec constants. Every case runs width-, channels- and
 height-packed (then ``bcast_w`` broadcasts along an unpacked dim).
 """
@@ -59,6 +59,19 @@ def _grid() -> Iterator[tuple]:
 def add_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.add.Tensor", "add", shape, dtype, storage, layout)
+
+
+@register_test_suite("aten.sub.Tensor", make_args=add_args)
+def sub_suite() -> Iterator[KernelCase]:
+    for shape, dtype, storage, layout in _grid():
+        yield _case("aten.sub.Tensor", "sub", shape, dtype, storage, layout)
+
+
+@register_test_suite("aten.div.Tensor", make_args=mul_args)
+def div_suite() -> Iterator[KernelCase]:
+    for shape, dtype, storage, layout in _grid():
+        yield _case("aten.div.Tensor", "div", shape, dtype, storage, layout)
+        yield _case("aten.div.Tensor", "div", shape, dtype, storage, layout, flags=("bcast_w",))
 
 
 @register_test_suite("aten.mul.Tensor", make_args=mul_args)

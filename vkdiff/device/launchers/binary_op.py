@@ -1,4 +1,5 @@
-"""Launchers for ET-VK's binary ops (``aten.add.Tensor``, ``aten.mul.Tensor``, ...) through ``binary_<op>_*``.
+"""Launchers for every op ``BinaryOp.cpp`` registers (``aten.add.Tensor``, ``aten.eq.Tensor``, ...) through
+``binary_<op>_*``.
 
 Ported from ``runtime/graph/ops/impl/BinaryOp.cpp`` (``add_binary_op_node``):
 
@@ -29,13 +30,32 @@ PORTS = (Port(file="runtime/graph/ops/impl/BinaryOp.cpp",
               sha256="b52d4ccd0b85cd3aadea0f0b5350c3be3fea3ba32bd7f6b555148e7141c195fd",
               tree="executorch main cff6f4dd32"),)
 
-OPS = {"aten.add.Tensor": "add", "aten.sub.Tensor": "sub", "aten.mul.Tensor": "mul", "aten.div.Tensor": "div"}
+OPS = {"aten.add.Tensor": "add", "aten.sub.Tensor": "sub", "aten.mul.Tensor": "mul", "aten.div.Tensor": "div",
+       "aten.div.Tensor_mode": "floor_divide", "aten.pow.Tensor_Tensor": "pow", "aten.minimum.default": "minimum",
+       "aten.eq.Tensor": "eq", "aten.lt.Tensor": "lt", "aten.le.Tensor": "le", "aten.gt.Tensor": "gt",
+       "aten.ge.Tensor": "ge", "aten.bitwise_and.Tensor": "bitwise_and", "aten.logical_and.default": "bitwise_and",
+       "aten.bitwise_or.Tensor": "bitwise_or", "aten.logical_or.default": "bitwise_or"}
+"""``VK_REGISTER_OP`` of ``BinaryOp.cpp``: op → shader op name (``div.Tensor_mode`` is ``floor_divide`` whatever
+its rounding mode; the logical ops run the bitwise shaders)."""
+BOOL_OUTPUT = frozenset({"eq", "lt", "le", "gt", "ge"}) | {op for op in OPS if op.startswith("aten.logical_")}
+"""Ops whose output is a bool tensor (comparisons; logical and/or)."""
 
 
-def resize_binary_op_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
-    """``resize_binary_op_node``: the broadcast of ``self`` and ``other``."""
-    a, b = np.asarray(args["self"]), np.asarray(args["other"])
-    return tuple(np.broadcast_shapes(a.shape, b.shape)), a.dtype
+def _second(args: Mapping[str, Any]) -> Any:
+    """The second operand: ``other``, or ``exponent`` for ``pow.Tensor_Tensor``."""
+    return args["other"] if "other" in args else args["exponent"]
+
+
+def output_of(op: str):
+    """``resize_binary_op_node``'s sizes with the op's output dtype."""
+    def resize_binary_op_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
+        """``resize_binary_op_node``: the broadcast of the two operands."""
+        a, b = np.asarray(args["self"]), np.asarray(_second(args))
+        boolean = op in BOOL_OUTPUT or OPS[op] in BOOL_OUTPUT
+        return tuple(np.broadcast_shapes(a.shape, b.shape)), np.dtype(np.bool_) if boolean else a.dtype
+
+    return resize_binary_op_node
+
 
 
 def is_packed_dim_broadcasted(out: Tensor, operand: Tensor) -> bool:
@@ -68,11 +88,13 @@ def add_binary_op_node(graph: ComputeGraph, self: Any, other: Any, alpha: float 
 
 
 def _register(op: str, short: str) -> None:
-    @register_op(op, output=resize_binary_op_node, constants=(), ports=PORTS)
+    @register_op(op, output=output_of(op), constants=(), ports=PORTS)
     def binary(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
-        add_binary_op_node(graph, args["self"], args["other"], args.get("alpha"), out, short)
+        alpha = args.get("alpha")
+        add_binary_op_node(graph, args["self"], _second(args), alpha if isinstance(alpha, (int, float)) else None,
+                           out, short)
 
-    binary.__qualname__ = f"binary_{short}"
+    binary.__qualname__ = f"binary_{op.split('.')[1]}_{op.split('.')[2]}"
 
 
 for _op, _short in OPS.items():
