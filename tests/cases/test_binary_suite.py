@@ -40,3 +40,13 @@ def test_edges():
     assert _args("div_mode[C3-H5-W6-oC3-oH5-oW6-fp32-buffer-trunc]")["rounding_mode"] == "trunc"
     flags = _args("logical_or[W67-oW67-bool-texture3d]")["self"]
     assert flags.dtype == np.bool_ and flags.any() and not flags.all()
+
+
+def test_every_op_full_cpp_registers_is_covered_and_fills_reach_overflow(et_tree):
+    from vkdiff.cases.kernel_suites import full
+
+    source = (et_tree / "backends/vulkan/runtime/graph/ops/impl/Full.cpp").read_text()
+    registered = set(re.findall(r"VK_REGISTER_OP\(([\w.]+),", source))
+    assert len(registered) == 6 and registered <= set(LAUNCHERS) & set(reference.OPS) & set(load_suites())
+    case = next(c for c in all_cases(r"^full\[C3-H5-W6-fp16-buffer-overflow\]$"))
+    assert full.full_args(case, np.random.default_rng(0))["fill_value"] > float(np.finfo(np.float16).max)

@@ -72,3 +72,19 @@ def test_shader_formulas_fail_the_same_check(mistake):
             wrong, right = np.exp2(B * np.log2(A)), torch.pow(ta, tb).numpy()
     with pytest.raises(AssertionError):
         _same(wrong, right)
+
+
+@pytest.mark.parametrize("name", ["full", "full_like", "zeros", "zeros_like", "ones", "ones_like"])
+def test_creation_ops_match_torch(name):
+    """Shape, value and dtype (a float16 ``full`` past its range is inf, as torch gives it)."""
+    like = np.ones((2, 3), np.float16)
+    fill = {"fill_value": 0.3} if name.startswith("full") else {}
+    args = {"self": like, **fill} if name.endswith("_like") else {"size": [2, 3], **fill}
+    ours = reference.evaluate(f"aten.{name}.default", args)
+    fn = getattr(torch, name)
+    theirs = (fn(torch.from_numpy(like), *fill.values()) if name.endswith("_like")
+              else fn([2, 3], *fill.values(), dtype=torch.float64)).numpy()
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs.astype(np.float64), rtol=1e-3 if name.endswith("_like") else 0)
+    typed = reference.evaluate("aten.full.default", {"size": [2], "fill_value": 7, "dtype": "int32"})
+    assert typed.dtype == np.int32 and (typed == 7).all()

@@ -102,6 +102,18 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor",
     "aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor",
     "aten::cat(Tensor[] tensors, int dim=0) -> Tensor",
+    "aten::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, "
+    "Device? device=None, bool? pin_memory=None) -> Tensor",
+    "aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, "
+    "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None) -> Tensor",
+    "aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None) -> Tensor",
+    "aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
     "aten::sym_size.int(Tensor self, int dim) -> SymInt",
     "aten::mm(Tensor self, Tensor mat2) -> Tensor",
     "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
@@ -120,6 +132,8 @@ positional arguments; written by vkdiff in the same grammar (torch registers no 
 DTYPE_FROM_OUTPUT: dict[str, dict[str, int]] = {
     "torchao.choose_qparams_affine.default": {"scale_dtype": 0, "zero_point_dtype": 1},
     "aten._to_copy.default": {"dtype": 0},
+    **{f"aten.{name}.default": {"dtype": 0} for name in ("full", "full_like", "zeros", "zeros_like", "ones",
+                                                           "ones_like")},
 }
 """Dtype arguments serialized as ``Null`` that equal the dtype of an output (argument → output index)."""
 

@@ -15,7 +15,8 @@ import numpy as np
 __all__ = ["add", "sub", "mul", "div", "div_mode", "pow_", "minimum", "eq", "lt", "le", "gt", "ge", "bitwise_and",
            "bitwise_or", "logical_and", "logical_or", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "cos", "sin", "sqrt", "rsqrt",
            "log10", "round_", "clamp", "relu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "hardshrink",
-           "leaky_relu", "gelu", "bitwise_not", "view_copy", "squeeze_copy", "unsqueeze_copy", "to_copy",
+           "leaky_relu", "gelu", "bitwise_not", "full", "full_like", "zeros", "ones", "zeros_like",
+           "ones_like", "view_copy", "squeeze_copy", "unsqueeze_copy", "to_copy",
            "permute_copy"]
 
 
@@ -209,6 +210,32 @@ def bitwise_not(self) -> np.ndarray:
     """``~x``: logical not for bool, two's complement for integers."""
     x = np.asarray(self)
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def full(size: Sequence[int], fill_value, dtype: Optional[str] = None, **unused) -> np.ndarray:
+    """``fill_value`` everywhere (float64 unless an integer or bool ``dtype`` is asked for)."""
+    kind = np.dtype(dtype).kind if dtype is not None else "f"
+    return np.full([int(s) for s in size], fill_value, np.float64 if kind == "f" else dtype)
+
+
+def full_like(self, fill_value, dtype: Optional[str] = None, **unused) -> np.ndarray:
+    return full(np.shape(self), fill_value, dtype if dtype is not None else np.asarray(self).dtype.name)
+
+
+def zeros(size: Sequence[int], dtype: Optional[str] = None, **unused) -> np.ndarray:
+    return full(size, 0, dtype)
+
+
+def ones(size: Sequence[int], dtype: Optional[str] = None, **unused) -> np.ndarray:
+    return full(size, 1, dtype)
+
+
+def zeros_like(self, dtype: Optional[str] = None, **unused) -> np.ndarray:
+    return full_like(self, 0, dtype)
+
+
+def ones_like(self, dtype: Optional[str] = None, **unused) -> np.ndarray:
+    return full_like(self, 1, dtype)
 
 
 def view_copy(self, size: Sequence[int]) -> np.ndarray:

@@ -5,7 +5,7 @@ import pkgutil
 
 from vkdiff.device.launchers.registry import LAUNCHERS, Launcher, NoLauncherError, Port, launcher_for, register_op, run_op
 
-SHARED_MODULES = frozenset({"registry", "common"})
+SHARED_MODULES = frozenset({"registry", "common", "arithmetic"})
 """Modules of this package that hold no launcher."""
 
 for _module in pkgutil.iter_modules(__path__):
