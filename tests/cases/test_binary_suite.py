@@ -50,3 +50,12 @@ def test_every_op_full_cpp_registers_is_covered_and_fills_reach_overflow(et_tree
     assert len(registered) == 6 and registered <= set(LAUNCHERS) & set(reference.OPS) & set(load_suites())
     case = next(c for c in all_cases(r"^full\[C3-H5-W6-fp16-buffer-overflow\]$"))
     assert full.full_args(case, np.random.default_rng(0))["fill_value"] > float(np.finfo(np.float16).max)
+
+
+def test_arange_is_covered_and_its_sizes_follow_resize_arange_node():
+    from vkdiff.device.launchers.arange import resize_arange_node
+
+    assert "aten.arange.start_step" in set(LAUNCHERS) & set(reference.OPS) & set(load_suites())
+    for case in all_cases(r"^arange\["):
+        args = load_suites()[case.op].make_args(case, np.random.default_rng(0))
+        assert resize_arange_node(args)[0] == (case.size("W"),)

@@ -88,3 +88,9 @@ def test_creation_ops_match_torch(name):
     np.testing.assert_allclose(ours, theirs.astype(np.float64), rtol=1e-3 if name.endswith("_like") else 0)
     typed = reference.evaluate("aten.full.default", {"size": [2], "fill_value": 7, "dtype": "int32"})
     assert typed.dtype == np.int32 and (typed == 7).all()
+
+
+@pytest.mark.parametrize("start, end, step", [(3, 70, 1), (40, -7, -3), (0, 5, 2)])
+def test_arange_matches_torch(start, end, step):
+    ours = reference.evaluate("aten.arange.start_step", {"start": start, "end": end, "step": step})
+    np.testing.assert_array_equal(ours, torch.arange(start, end, step, dtype=torch.float64).numpy())

@@ -106,6 +106,8 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, "
     "Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, "
+    "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
     "bool? pin_memory=None) -> Tensor",
     "aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
@@ -132,6 +134,7 @@ positional arguments; written by vkdiff in the same grammar (torch registers no 
 DTYPE_FROM_OUTPUT: dict[str, dict[str, int]] = {
     "torchao.choose_qparams_affine.default": {"scale_dtype": 0, "zero_point_dtype": 1},
     "aten._to_copy.default": {"dtype": 0},
+    "aten.arange.start_step": {"dtype": 0},
     **{f"aten.{name}.default": {"dtype": 0} for name in ("full", "full_like", "zeros", "zeros_like", "ones",
                                                            "ones_like")},
 }

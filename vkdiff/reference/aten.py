@@ -15,7 +15,7 @@ import numpy as np
 __all__ = ["add", "sub", "mul", "div", "div_mode", "pow_", "minimum", "eq", "lt", "le", "gt", "ge", "bitwise_and",
            "bitwise_or", "logical_and", "logical_or", "sigmoid", "silu", "tanh", "exp", "neg", "abs_", "cos", "sin", "sqrt", "rsqrt",
            "log10", "round_", "clamp", "relu", "relu6", "hardtanh", "hardswish", "hardsigmoid", "hardshrink",
-           "leaky_relu", "gelu", "bitwise_not", "full", "full_like", "zeros", "ones", "zeros_like",
+           "leaky_relu", "gelu", "bitwise_not", "full", "full_like", "arange", "zeros", "ones", "zeros_like",
            "ones_like", "view_copy", "squeeze_copy", "unsqueeze_copy", "to_copy",
            "permute_copy"]
 
@@ -220,6 +220,13 @@ def full(size: Sequence[int], fill_value, dtype: Optional[str] = None, **unused)
 
 def full_like(self, fill_value, dtype: Optional[str] = None, **unused) -> np.ndarray:
     return full(np.shape(self), fill_value, dtype if dtype is not None else np.asarray(self).dtype.name)
+
+
+def arange(start, end, step=1, dtype: Optional[str] = None, **unused) -> np.ndarray:
+    """``start, start + step, …`` below ``end`` (float64 unless an integer ``dtype`` is asked for)."""
+    kind = np.dtype(dtype).kind if dtype is not None else "f"
+    values = np.arange(start, end, 1 if step is None else step, dtype=np.float64)
+    return values if kind == "f" else values.astype(dtype)
 
 
 def zeros(size: Sequence[int], dtype: Optional[str] = None, **unused) -> np.ndarray:

@@ -180,6 +180,7 @@ reference_op("aten.bitwise_and.Tensor")(aten.bitwise_and)
 reference_op("aten.bitwise_or.Tensor")(aten.bitwise_or)
 reference_op("aten.logical_and.default")(aten.logical_and)
 reference_op("aten.logical_or.default")(aten.logical_or)
+reference_op("aten.arange.start_step")(aten.arange)
 for _name in ("full", "full_like", "zeros", "zeros_like", "ones", "ones_like"):
     reference_op(f"aten.{_name}.default")(getattr(aten, _name))
 reference_op("aten.cos.default")(aten.cos)

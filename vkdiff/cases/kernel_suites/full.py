@@ -1,8 +1,11 @@
-"""``Full.cpp``'s creation ops: ``full``, ``full_like``, ``zeros``, ``zeros_like``, ``ones``, ``ones_like``.
+"""The creation ops: ``Full.cpp``'s ``full``, ``full_like``, ``zeros``, ``zeros_like``, ``ones``, ``ones_like``, and
+``aten.arange.start_step``.
 
 Shapes: ranks 1 to 4 with the width ≡ 3, 2, 1 (mod 4), so a texel is partly padding.
 Fill values: a fraction, a negative, and a value past float16's range (``overflow``:
 ATen's float16 ``full`` is inf there; the shader converts the float fill with ``T()``).
+``arange`` runs a width ≡ 1 (mod 4) count, a negative step, and past 2048, where float16
+stops holding every integer (``start + i * step`` is computed in float, then rounded).
 """
 
 from __future__ import annotations
@@ -52,3 +55,21 @@ def _register(name: str) -> None:
 
 for _name in OPS:
     _register(_name)
+
+
+ARANGES = {"A": (3, 70, 1), "B": (40, -7, -3), "C": (2000, 2100, 1)}
+"""(start, end, step) by label: 67 values; a negative step; integers past float16's exact range."""
+
+
+def arange_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
+    start, end, step = ARANGES[case.flags[0]]
+    return {"start": start, "end": end, "step": step}
+
+
+@register_test_suite("aten.arange.start_step", make_args=arange_args)
+def arange_suite() -> Iterator[KernelCase]:
+    for label, dtype, storage in itertools.product(ARANGES, ("fp32", "fp16"), ("buffer", "texture3d")):
+        start, end, step = ARANGES[label]
+        count = max(-(-(end - start) // step), 0)
+        yield KernelCase(op="aten.arange.start_step", name="arange", shape=(("W", count),), dtype=dtype,
+                         storage=storage, flags=(label,))
