@@ -162,48 +162,23 @@ def _choose_qparams_affine(input, mapping_type, block_size, target_dtype=None, q
                                  zero_point_dtype=zero_point_dtype, keepdim=bool(keepdim))
 
 
-reference_op("aten.add.Tensor")(aten.add)
-reference_op("aten.sub.Tensor")(aten.sub)
-reference_op("aten.mul.Tensor")(aten.mul)
-reference_op("aten.div.Tensor")(aten.div)
-reference_op("aten.sigmoid.default")(aten.sigmoid)
-reference_op("aten.silu.default")(aten.silu)
-reference_op("aten.tanh.default")(aten.tanh)
-reference_op("aten.exp.default")(aten.exp)
-reference_op("aten.neg.default")(aten.neg)
-reference_op("aten.div.Tensor_mode")(aten.div_mode)
-reference_op("aten.pow.Tensor_Tensor")(aten.pow_)
-reference_op("aten.minimum.default")(aten.minimum)
-for _name in ("eq", "lt", "le", "gt", "ge"):
-    reference_op(f"aten.{_name}.Tensor")(getattr(aten, _name))
-reference_op("aten.bitwise_and.Tensor")(aten.bitwise_and)
-reference_op("aten.bitwise_or.Tensor")(aten.bitwise_or)
-reference_op("aten.logical_and.default")(aten.logical_and)
-reference_op("aten.logical_or.default")(aten.logical_or)
-reference_op("aten.arange.start_step")(aten.arange)
-for _name in ("full", "full_like", "zeros", "zeros_like", "ones", "ones_like"):
-    reference_op(f"aten.{_name}.default")(getattr(aten, _name))
-reference_op("aten.cos.default")(aten.cos)
-reference_op("aten.sin.default")(aten.sin)
-reference_op("aten.sqrt.default")(aten.sqrt)
-reference_op("aten.rsqrt.default")(aten.rsqrt)
-reference_op("aten.log10.default")(aten.log10)
-reference_op("aten.round.default")(aten.round_)
-reference_op("aten.clamp.default")(aten.clamp)
-reference_op("aten.relu.default")(aten.relu)
-reference_op("aten.relu6.default")(aten.relu6)
-reference_op("aten.hardtanh.default")(aten.hardtanh)
-reference_op("aten.hardswish.default")(aten.hardswish)
-reference_op("aten.hardsigmoid.default")(aten.hardsigmoid)
-reference_op("aten.hardshrink.default")(aten.hardshrink)
-reference_op("aten.leaky_relu.default")(aten.leaky_relu)
-reference_op("aten.gelu.default")(aten.gelu)
-reference_op("aten.bitwise_not.default")(aten.bitwise_not)
-reference_op("aten.abs.default")(aten.abs_)
+ATEN: dict[str, Callable[..., Any]] = {
+    "aten.add.Tensor": aten.add, "aten.sub.Tensor": aten.sub, "aten.mul.Tensor": aten.mul, "aten.div.Tensor": aten.div,
+    "aten.div.Tensor_mode": aten.div_mode, "aten.pow.Tensor_Tensor": aten.pow_, "aten.minimum.default": aten.minimum,
+    **{f"aten.{name}.Tensor": getattr(aten, name) for name in ("eq", "lt", "le", "gt", "ge", "bitwise_and",
+                                                                 "bitwise_or")},
+    "aten.logical_and.default": aten.logical_and, "aten.logical_or.default": aten.logical_or,
+    **{f"aten.{name}.default": getattr(aten, name) for name in (
+        "sigmoid", "silu", "tanh", "exp", "neg", "cos", "sin", "sqrt", "rsqrt", "log10", "clamp", "relu", "relu6",
+        "hardtanh", "hardswish", "hardsigmoid", "hardshrink", "leaky_relu", "gelu", "bitwise_not", "full",
+        "full_like", "zeros", "zeros_like", "ones", "ones_like", "unsqueeze_copy", "permute_copy")},
+    "aten.round.default": aten.round_, "aten.abs.default": aten.abs_, "aten.arange.start_step": aten.arange,
+    "aten.squeeze_copy.dims": aten.squeeze_copy,
+}
+"""ATen ops whose reference is one ``vkdiff.reference.aten`` function, registered by full op name."""
+for _op, _fn in ATEN.items():
+    reference_op(_op)(_fn)
 reference_op("aten.view_copy.default", "aten._unsafe_view.default")(aten.view_copy)
-reference_op("aten.squeeze_copy.dims")(aten.squeeze_copy)
-reference_op("aten.unsqueeze_copy.default")(aten.unsqueeze_copy)
-reference_op("aten.permute_copy.default")(aten.permute_copy)
 
 
 @reference_op("aten.clone.default")
