@@ -126,13 +126,16 @@ class Suite:
     """Generator of the cases."""
     make_args: ArgsFn
     """``make_args(case, rng)``: the op's arguments by schema name (never all-equal data)."""
+    sampled: bool = True
+    """The project's test run takes a seeded sample of these cases (``vkdiff.cases.sampling``); False: every case
+    runs in every test run (the foundation sweeps)."""
 
 
 SUITES: dict[str, Suite] = {}
 """Registered suites by operator name."""
 
 
-def register_test_suite(op: str, *, make_args: ArgsFn) -> Callable[[Callable[[], Iterable[KernelCase]]],
+def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True) -> Callable[[Callable[[], Iterable[KernelCase]]],
                                                                     Callable[[], Iterable[KernelCase]]]:
     """Register a generator of the cases of ``op``, with the function that draws their arguments.
 
@@ -142,7 +145,7 @@ def register_test_suite(op: str, *, make_args: ArgsFn) -> Callable[[Callable[[],
     def wrap(fn: Callable[[], Iterable[KernelCase]]) -> Callable[[], Iterable[KernelCase]]:
         if op in SUITES and not _same_definition(SUITES[op].cases, fn):
             raise ValueError(f"a kernel suite for {op} is already registered ({SUITES[op].cases.__module__})")
-        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args)
+        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args, sampled=sampled)
         return fn
     return wrap
 

@@ -190,12 +190,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from vkdiff.cases.kernels import all_cases
+    from vkdiff.cases.sampling import sampled
     from vkdiff.datamodel import REPAIRS
     from vkdiff.harness.runner import Runner
     from vkdiff.store import ResultStore
 
     console = Console(stderr=True, soft_wrap=True)
-    cases = all_cases(args.cases) if args.suite in ("all", "kernels") else []
+    cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
+        "all", "kernels") else []
     models = _models(args) if args.suite in ("all", "models") else []
     if args.list:
         print("\n".join([c.id for c in cases] + [m.id for m in models]))

@@ -29,6 +29,17 @@ def parse_repeat(text: str) -> int:
     return value
 
 
+def parse_sample(text: str) -> int:
+    """``--sample``: a count of cases, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--sample must be 0 (every case) or a count of cases, got {text!r}")
+    return value
+
+
 def parse_timeout(text: str) -> float:
     """Validate ``--timeout``: a positive number of seconds."""
     try:
@@ -75,6 +86,10 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}timeout", metavar="SECONDS", type=parse_timeout, default=None,
               help="Run device work in a child process per device: a wait on the device longer than this ends the "
                    "case ERROR (hang) and the run goes on with a fresh device (default: in-process, no limit)")
+    addoption(f"--{prefix}sample", metavar="N", type=parse_sample, default=None,
+              help="Run a seeded sample of each op's cases: every dtype, storage, layout, option, edge flag, rank and "
+                   "packed-width residue at least once, and at least N cases (foundation suites run whole; 0: every "
+                   "case, the default of vkdiff run; pytest reads the ini's vkdiff_sample)")
     addoption(f"--{prefix}seed", metavar="INT", type=int, default=0,
               help="Session seed mixed into every case's input seed (printed at start)")
     addoption(f"--{prefix}route", metavar="PROFILE", type=parse_route, default="native",

@@ -50,6 +50,8 @@ def pytest_addoption(parser) -> None:
     group.addoption("--vkdiff-report", metavar="DIR", default=None,
                     help="Write merged results and per-device HTML reports to DIR")
     parser.addini("vkdiff", type="bool", default=False, help="Collect vkdiff cases without --vkdiff")
+    parser.addini("vkdiff_sample", type="string", default="0",
+                  help="--vkdiff-sample when not given: a seeded sample of each op's cases of at least N (0: every case)")
 
 
 def _enabled(config) -> bool:
@@ -85,7 +87,11 @@ def pytest_sessionstart(session) -> None:
 def pytest_report_header(config) -> list[str]:
     """One line: which ExecuTorch tree the session runs (or why none, and how to give one)."""
     vk = config.stash.get(SESSION_KEY, None)
-    return [f"vkdiff: {vk.tree.note}"] if vk is not None and vk.tree is not None else []
+    if vk is None or vk.tree is None:
+        return []
+    sample = ([f"vkdiff: a seeded sample of each op's cases (at least {vk.sample}, every knob and edge flag; "
+               f"foundation suites whole); 'vkdiff run' runs every case"] if vk.sample else [])
+    return [f"vkdiff: {vk.tree.note}", *sample]
 
 
 class XdistHooks:

@@ -7,6 +7,7 @@ results folder), and never under ``--collect-only``.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import os
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import pytest
 
 from vkdiff.cases.kernels import KernelCase, all_cases
+from vkdiff.cases.sampling import sampled
+from vkdiff.entry.options import parse_sample
 from vkdiff.device.trees import TreeChoice
 from vkdiff import store
 from vkdiff.datamodel import CRASH_FLAG, REPAIRED_FLAG, Result, Status, merge
@@ -119,6 +122,13 @@ class MergeSummary:
     """Results that used a cache entry repaired during the session."""
 
 
+def _ini_sample(config) -> int:
+    try:
+        return parse_sample(config.getini("vkdiff_sample"))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option vkdiff_sample: {exc}") from None
+
+
 class VkdiffSession:
     """Options, devices and result files of one process (controller or xdist worker)."""
 
@@ -130,6 +140,7 @@ class VkdiffSession:
         self.repeat: int = opt.vkdiff_repeat
         self.timeout: float | None = opt.vkdiff_timeout
         self.seed: int = opt.vkdiff_seed
+        self.sample: int = opt.vkdiff_sample if opt.vkdiff_sample is not None else _ini_sample(config)
         self.route: str = opt.vkdiff_route
         self.limits_profile: str | None = opt.vkdiff_limits_profile
         self.suite: str = opt.vkdiff_suite
@@ -228,7 +239,7 @@ class VkdiffSession:
                  for device in self.runner.devices_for(case)] if self.suite in ("all", "user") else []
         if self.suite in ("all", "kernels"):
             slugs = self.device_slugs() or [NO_DEVICE]
-            for case in all_cases(self.cases_pattern):
+            for case in sampled(all_cases(self.cases_pattern), minimum=self.sample, seed=self.seed):
                 items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{slug}", nodeid=f"{case.id}@{slug}",
                                                  case=case, device=slug) for slug in slugs]
         if self.suite in ("all", "models"):

@@ -55,7 +55,7 @@ def _grid() -> Iterator[tuple]:
     return itertools.product(SHAPES, ("fp32", "fp16"), ("buffer", "texture3d"), LAYOUTS)
 
 
-@register_test_suite("aten.add.Tensor", make_args=add_args)
+@register_test_suite("aten.add.Tensor", make_args=add_args, sampled=False)
 def add_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.add.Tensor", "add", shape, dtype, storage, layout)
@@ -74,14 +74,14 @@ def div_suite() -> Iterator[KernelCase]:
         yield _case("aten.div.Tensor", "div", shape, dtype, storage, layout, flags=("bcast_w",))
 
 
-@register_test_suite("aten.mul.Tensor", make_args=mul_args)
+@register_test_suite("aten.mul.Tensor", make_args=mul_args, sampled=False)
 def mul_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.mul.Tensor", "mul", shape, dtype, storage, layout)
         yield _case("aten.mul.Tensor", "mul", shape, dtype, storage, layout, flags=("bcast_w",))
 
 
-@register_test_suite("aten.view_copy.default", make_args=view_args)
+@register_test_suite("aten.view_copy.default", make_args=view_args, sampled=False)
 def view_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.view_copy.default", "view_copy", shape, dtype, storage, layout)

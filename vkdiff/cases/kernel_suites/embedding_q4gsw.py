@@ -29,7 +29,7 @@ def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
             "group_size": g, "indices": indices, "is_linear_weight": case.has("linear_weight")}
 
 
-@register_test_suite(OP, make_args=make_args)
+@register_test_suite(OP, make_args=make_args, sampled=False)
 def embedding_q4gsw_suite() -> Iterator[KernelCase]:
     for (v, d, g, t), dtype, storage, flags in itertools.product(SHAPES, DTYPES, IO_STORAGES,
                                                                  ((), ("linear_weight",))):

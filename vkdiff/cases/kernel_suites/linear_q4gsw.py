@@ -57,7 +57,7 @@ def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": x, "weights": weights, "weight_scales": scales, "group_size": g, "bias": bias}
 
 
-@register_test_suite(OP, make_args=make_args)
+@register_test_suite(OP, make_args=make_args, sampled=False)
 def linear_q4gsw_suite() -> Iterator[KernelCase]:
     for m, k, n, g, dtype, storage in itertools.product(M_SIZES, K_SIZES, N_SIZES, GROUP_SIZES, DTYPES, IO_STORAGES):
         if k % g == 0:

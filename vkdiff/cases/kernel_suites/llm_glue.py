@@ -68,21 +68,21 @@ def _knobs() -> Iterator[tuple[str, str]]:
     return itertools.product(DTYPES, IO_STORAGES)
 
 
-@register_test_suite("aten.embedding.default", make_args=embedding_args)
+@register_test_suite("aten.embedding.default", make_args=embedding_args, sampled=False)
 def embedding_suite() -> Iterator[KernelCase]:
     for (v, d, b, t), (dtype, storage) in itertools.product(EMBEDDING_SHAPES, _knobs()):
         yield KernelCase(op="aten.embedding.default", name="embedding",
                          shape=(("V", v), ("D", d), ("B", b), ("T", t)), dtype=dtype, storage=storage)
 
 
-@register_test_suite("aten.slice_copy.Tensor", make_args=slice_args)
+@register_test_suite("aten.slice_copy.Tensor", make_args=slice_args, sampled=False)
 def slice_copy_suite() -> Iterator[KernelCase]:
     for (sizes, dim, start, end, step), (dtype, storage) in itertools.product(SLICE_CASES, _knobs()):
         shape = _dims(sizes) + (("dim", dim), ("start", start), ("end", end), ("step", step))
         yield KernelCase(op="aten.slice_copy.Tensor", name="slice_copy", shape=shape, dtype=dtype, storage=storage)
 
 
-@register_test_suite("aten.select_copy.int", make_args=select_args)
+@register_test_suite("aten.select_copy.int", make_args=select_args, sampled=False)
 def select_copy_suite() -> Iterator[KernelCase]:
     for (sizes, dim, index), (dtype, storage) in itertools.product(SELECT_CASES, _knobs()):
         shape = _dims(sizes) + (("dim", dim), ("index", index))

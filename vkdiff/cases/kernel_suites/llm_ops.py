@@ -85,20 +85,20 @@ def rotary_hf_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]
             "start_pos": case.size("P")}
 
 
-@register_test_suite(RMS_NORM, make_args=rms_norm_args)
+@register_test_suite(RMS_NORM, make_args=rms_norm_args, sampled=False)
 def rms_norm_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage in itertools.product(RMS_NORM_SHAPES, DTYPES, STORAGES):
         yield KernelCase(op=RMS_NORM, name="rms_norm", shape=shape, dtype=dtype, storage=storage)
 
 
-@register_test_suite(ROTARY, make_args=rotary_args)
+@register_test_suite(ROTARY, make_args=rotary_args, sampled=False)
 def rotary_suite() -> Iterator[KernelCase]:
     for (t, hq, hkv, d), dtype, storage in itertools.product(ROTARY_SHAPES, DTYPES, STORAGES):
         yield KernelCase(op=ROTARY, name="apply_rotary_emb", shape=(("T", t), ("Hq", hq), ("Hkv", hkv), ("D", d)),
                          dtype=dtype, storage=storage)
 
 
-@register_test_suite(ROTARY_HF, make_args=rotary_hf_args)
+@register_test_suite(ROTARY_HF, make_args=rotary_hf_args, sampled=False)
 def rotary_hf_suite() -> Iterator[KernelCase]:
     for (t, hq, hkv, d, r, p), dtype, storage in itertools.product(ROTARY_HF_SHAPES, DTYPES, STORAGES):
         yield KernelCase(op=ROTARY_HF, name="apply_rotary_emb_hf",
