@@ -135,14 +135,16 @@ SUITES: dict[str, Suite] = {}
 """Registered suites by operator name."""
 
 
-def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True) -> Callable[[Callable[[], Iterable[KernelCase]]],
-                                                                    Callable[[], Iterable[KernelCase]]]:
+CasesFn = Callable[[], Iterable[KernelCase]]
+
+
+def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True) -> Callable[[CasesFn], CasesFn]:
     """Register a generator of the cases of ``op``, with the function that draws their arguments.
 
     Raises:
         ValueError: ``op`` already has a suite defined elsewhere.
     """
-    def wrap(fn: Callable[[], Iterable[KernelCase]]) -> Callable[[], Iterable[KernelCase]]:
+    def wrap(fn: CasesFn) -> CasesFn:
         if op in SUITES and not _same_definition(SUITES[op].cases, fn):
             raise ValueError(f"a kernel suite for {op} is already registered ({SUITES[op].cases.__module__})")
         SUITES[op] = Suite(op=op, cases=fn, make_args=make_args, sampled=sampled)
