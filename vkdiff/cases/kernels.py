@@ -24,7 +24,7 @@ IoStorage = Literal["buffer", "texture3d"]
 NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
 """Case dtype names → numpy dtypes."""
 
-OPTION_TOKENS: dict[str, str] = {"weight_storage": "w"}
+OPTION_TOKENS: dict[str, str] = {"weight_storage": "w", "out_storage": "out", "out_layout": "out", "route": ""}
 """Id prefix of each launcher option's value (``weight_storage=buffer`` → ``wbuffer``)."""
 
 NAMED_OPTIONS = frozenset({"impl"})
@@ -129,6 +129,9 @@ class Suite:
     sampled: bool = True
     """The project's test run takes a seeded sample of these cases (``vkdiff.cases.sampling``); False: every case
     runs in every test run (the foundation sweeps)."""
+    resizable: tuple[str, ...] = ()
+    """Named sizes of graph inputs that may shrink at run time: each case also runs at smaller sizes on the graph
+    built for its own (``below_bound``); empty: the op's inputs cannot be resized (constants only)."""
 
 
 SUITES: dict[str, Suite] = {}
@@ -138,7 +141,8 @@ SUITES: dict[str, Suite] = {}
 CasesFn = Callable[[], Iterable[KernelCase]]
 
 
-def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True) -> Callable[[CasesFn], CasesFn]:
+def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True,
+                        resizable: tuple[str, ...] = ()) -> Callable[[CasesFn], CasesFn]:
     """Register a generator of the cases of ``op``, with the function that draws their arguments.
 
     Raises:
@@ -147,7 +151,7 @@ def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True) -> 
     def wrap(fn: CasesFn) -> CasesFn:
         if op in SUITES and not _same_definition(SUITES[op].cases, fn):
             raise ValueError(f"a kernel suite for {op} is already registered ({SUITES[op].cases.__module__})")
-        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args, sampled=sampled)
+        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args, sampled=sampled, resizable=tuple(resizable))
         return fn
     return wrap
 
@@ -175,3 +179,25 @@ def all_cases(pattern: str | None = None) -> list[KernelCase]:
     regex = re.compile(pattern) if pattern else None
     cases = [c for suite in load_suites().values() for c in suite.cases()]
     return [c for c in cases if regex is None or regex.search(c.id)]
+
+
+def below_bound(case: KernelCase) -> list[KernelCase]:
+    """Two or more smaller versions of ``case`` (its suite's ``resizable`` sizes shrunk, the rest kept), each
+    run on the graph built for ``case``; none when every resizable size is already 1.
+
+    Every resizable size becomes ``ceil(s/2)``, then ``s - 1`` (a packed dim crosses a texel boundary
+    differently each time), then 1.
+
+    Example::
+
+        >>> from vkdiff.cases.kernels import all_cases
+        >>> [c.id for c in below_bound(all_cases(r"^relu\\[W67-fp32-buffer\\]$")[0])]
+        ['relu[W34-fp32-buffer]', 'relu[W66-fp32-buffer]', 'relu[W1-fp32-buffer]']
+    """
+    names = set(suite_of(case).resizable)
+    smaller: list[KernelCase] = []
+    for shrink in (lambda s: (s + 1) // 2, lambda s: s - 1, lambda s: 1):
+        shape = tuple((k, max(1, shrink(v)) if k in names else v) for k, v in case.shape)
+        if shape != case.shape and all(c.shape != shape for c in smaller):
+            smaller.append(dataclasses.replace(case, shape=shape))
+    return smaller

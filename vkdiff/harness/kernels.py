@@ -21,11 +21,12 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from vkdiff import reference
-from vkdiff.cases.kernels import KernelCase, suite_of
+from vkdiff.reference.ops import EXACT_OPS
+from vkdiff.cases.kernels import KernelCase, below_bound, suite_of
 from vkdiff.device.boundary import is_device_lost
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import Launch
-from vkdiff.device.launchers import run_op
+from vkdiff.device.launchers.registry import OpGraph
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.verdicts.compare import Emulated, ErrorStatistics
 from vkdiff.verdicts.program import PORT_STALE_FLAG
@@ -71,9 +72,12 @@ def capped_blas() -> contextlib.AbstractContextManager:
 
 def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
     """Seeded arguments and the reference output of a case; computed once and shared by every device."""
-    rng = np.random.default_rng(case.seed(session_seed))
+    return prepared_for(case, suite_of(case).make_args(case, np.random.default_rng(case.seed(session_seed))))
+
+
+def prepared_for(case: KernelCase, args: dict[str, Any]) -> Prepared:
+    """The reference output of ``case``'s op on ``args``, with its tolerance."""
     with capped_blas():
-        args = suite_of(case).make_args(case, rng)
         expected, magnitude = reference.evaluate_with_magnitude(case.op, args)
     if isinstance(expected, tuple):
         tolerance = tuple(Tolerance.for_dtype(np.asarray(e).dtype if np.asarray(e).dtype.kind in "iub"
@@ -81,8 +85,9 @@ def prepare_case(case: KernelCase, session_seed: int = 0) -> Prepared:
         expected = tuple(np.asarray(e, np.float64) if np.asarray(e).dtype.kind == "f" else np.asarray(e)
                          for e in expected)
         return Prepared(args=args, expected=expected, magnitude=magnitude, tolerance=tolerance)
+    exact = case.op in EXACT_OPS  # copies and conversions: bit for bit
     return Prepared(args=args, expected=overflowed(expected, case.np_dtype), magnitude=magnitude,
-                    tolerance=Tolerance.for_dtype(case.np_dtype))
+                    tolerance=Tolerance() if exact else Tolerance.for_dtype(case.np_dtype))
 
 
 def overflowed(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -139,8 +144,49 @@ def base_result(case: KernelCase, device: str, status: Status, **fields: Any) ->
 
 def launch(ctx: DeviceContext, case: KernelCase, prepared: Prepared) -> Launch:
     """Run the case's op through its registered launcher on ``ctx``."""
-    return run_op(ctx, case.op, prepared.args, storage=case.storage, layout=case.layout, dtype=case.np_dtype,
-                  **dict(case.options))
+    return build(ctx, case, prepared).launch()
+
+
+def build(ctx: DeviceContext, case: KernelCase, prepared: Prepared) -> OpGraph:
+    """The case's one-op graph, built for its own sizes (the upper bound of its smaller runs)."""
+    return OpGraph(ctx, case.op, prepared.args, storage=case.storage, layout=case.layout, dtype=case.np_dtype,
+                   **dict(case.options))
+
+
+def check_below_bound(result: Result, graph: OpGraph, case: KernelCase, prepared: Prepared,
+                      session_seed: int = 0) -> None:
+    """Run the graph built for ``case`` again at each smaller size (``below_bound``), resized as ET-VK's
+    backend does; the output sizes its resize functions give and the values are both checked.
+
+    Each smaller run draws its own graph inputs and keeps the built constants and scalars. The
+    first failure becomes the result's status; every run is listed in ``metrics["below_bound"]``.
+    """
+    runs = []
+    for small in below_bound(case):
+        drawn = suite_of(small).make_args(small, np.random.default_rng(small.seed(session_seed)))
+        args = {name: prepared.args[name] if name in graph.launcher.constants else value
+                for name, value in drawn.items()}
+        expected = prepared_for(small, args)
+        graph.resize(expected.args)
+        wanted = [tuple(np.shape(e)) for e in _outputs(expected.expected)]
+        if graph.output_sizes != wanted:
+            status = Status.FAIL_CHECK
+            message = (f"output sizes {_listed(graph.output_sizes)} after resize, expected {_listed(wanted)} "
+                       f"(the op's resize function did not follow its inputs)")
+        else:
+            stats, _ = _statistics(graph.launch(), expected, case.op)
+            status, message = stats.status(), stats.message()
+        runs.append({"sizes": small.sizes, "status": status.name, **({"reason": message} if status.is_failure()
+                                                                         else {})})
+        if status.is_failure() and result.status == Status.PASS.name:
+            result.status = status.name
+            result.reason = f"below the bound: {small.id} on the graph built for {case.id}: {message}"
+    if runs:
+        result.metrics["below_bound"] = runs
+
+
+def _listed(sizes: Sequence[tuple[int, ...]]) -> str:
+    return ", ".join(str(list(s)) for s in sizes)
 
 
 def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, repeat: int = 1,
@@ -155,8 +201,11 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
                          device_info=ctx.info_dict, versions={"et_tree": ctx.builder.tree})
     try:
         prepared = prepared or prepare_case(case, session_seed)
-        first = launch(ctx, case, prepared)
+        graph = build(ctx, case, prepared)
+        first = graph.launch()
         record_launch(result, first, prepared)
+        if result.status == Status.PASS.name:
+            check_below_bound(result, graph, case, prepared, session_seed)
         for run in range(2, repeat + 1):
             differing = differing_elements(first.output, launch(ctx, case, prepared).output)
             if differing:

@@ -100,7 +100,7 @@ def _register(name: str) -> None:
         yield from _cases(name)
 
     suite.__qualname__ = f"{name}_binary_suite"
-    register_test_suite(OPS[name], make_args=binary_args)(suite)
+    register_test_suite(OPS[name], make_args=binary_args, resizable=("C", "H", "W", "oC", "oH", "oW"))(suite)
 
 
 for _name in OPS:

@@ -20,6 +20,10 @@ SHAPES = ((1, 7, 64), (2, 5, 13), (3, 1, 6))
 """(B, H, W): the delegates' [1, 7, 64]; W % 4 != 0 with a batch; one row."""
 
 
+BHW = ("B", "H", "W")
+"""Every size of the inputs: the suites also run below their cases' sizes (``resize_binary_op_node``)."""
+
+
 def _case(op: str, name: str, shape: tuple[int, int, int], dtype: str, storage: str, layout: str,
           flags: tuple[str, ...] = ()) -> KernelCase:
     b, h, w = shape
@@ -55,26 +59,26 @@ def _grid() -> Iterator[tuple]:
     return itertools.product(SHAPES, ("fp32", "fp16"), ("buffer", "texture3d"), LAYOUTS)
 
 
-@register_test_suite("aten.add.Tensor", make_args=add_args, sampled=False)
+@register_test_suite("aten.add.Tensor", make_args=add_args, resizable=BHW, sampled=False)
 def add_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.add.Tensor", "add", shape, dtype, storage, layout)
 
 
-@register_test_suite("aten.sub.Tensor", make_args=add_args)
+@register_test_suite("aten.sub.Tensor", make_args=add_args, resizable=BHW)
 def sub_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.sub.Tensor", "sub", shape, dtype, storage, layout)
 
 
-@register_test_suite("aten.div.Tensor", make_args=mul_args)
+@register_test_suite("aten.div.Tensor", make_args=mul_args, resizable=BHW)
 def div_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.div.Tensor", "div", shape, dtype, storage, layout)
         yield _case("aten.div.Tensor", "div", shape, dtype, storage, layout, flags=("bcast_w",))
 
 
-@register_test_suite("aten.mul.Tensor", make_args=mul_args, sampled=False)
+@register_test_suite("aten.mul.Tensor", make_args=mul_args, resizable=BHW, sampled=False)
 def mul_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage, layout in _grid():
         yield _case("aten.mul.Tensor", "mul", shape, dtype, storage, layout)

@@ -50,7 +50,8 @@ def embedding_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]
     """A normal table in the case dtype and ``[B, T]`` int32 indices with repeats, rows 0 and V - 1 included."""
     v, d, b, t = (case.size(k) for k in "VDBT")
     indices = rng.integers(0, v, (b, t)).astype(np.int32)
-    indices.reshape(-1)[:2] = (0, v - 1)
+    edge = np.array([0, v - 1], np.int32)[:indices.size]
+    indices.reshape(-1)[:edge.size] = edge
     return {"weight": rng.standard_normal((v, d)).astype(case.np_dtype), "indices": indices, "padding_idx": -1,
             "scale_grad_by_freq": False, "sparse": False}
 
@@ -68,7 +69,7 @@ def _knobs() -> Iterator[tuple[str, str]]:
     return itertools.product(DTYPES, IO_STORAGES)
 
 
-@register_test_suite("aten.embedding.default", make_args=embedding_args, sampled=False)
+@register_test_suite("aten.embedding.default", make_args=embedding_args, sampled=False, resizable=("B", "T"))
 def embedding_suite() -> Iterator[KernelCase]:
     for (v, d, b, t), (dtype, storage) in itertools.product(EMBEDDING_SHAPES, _knobs()):
         yield KernelCase(op="aten.embedding.default", name="embedding",

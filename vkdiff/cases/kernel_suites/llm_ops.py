@@ -91,7 +91,7 @@ def rms_norm_suite() -> Iterator[KernelCase]:
         yield KernelCase(op=RMS_NORM, name="rms_norm", shape=shape, dtype=dtype, storage=storage)
 
 
-@register_test_suite(ROTARY, make_args=rotary_args, sampled=False)
+@register_test_suite(ROTARY, make_args=rotary_args, sampled=False, resizable=("T",))
 def rotary_suite() -> Iterator[KernelCase]:
     for (t, hq, hkv, d), dtype, storage in itertools.product(ROTARY_SHAPES, DTYPES, STORAGES):
         yield KernelCase(op=ROTARY, name="apply_rotary_emb", shape=(("T", t), ("Hq", hq), ("Hkv", hkv), ("D", d)),

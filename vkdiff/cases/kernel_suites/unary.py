@@ -50,6 +50,10 @@ PERIODIC = ("sin", "cos")
 """Vulkan bounds GLSL's ``sin``/``cos`` only on ``[-π, π]`` (absolute error 2^-11); their inputs stay there."""
 
 
+DIMS = ("N", "C", "H", "W")
+"""Every size of ``self``: the suite also runs below its cases' sizes (``resize_unary_op_node``)."""
+
+
 def _dims(shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
     return tuple((name, size) for name, size in zip("NCHW"[-len(shape):], shape))
 
@@ -104,14 +108,14 @@ def _register(name: str) -> None:
         yield from _float_cases(name)
 
     suite.__qualname__ = f"{name}_suite"  # before registering: a re-import is recognised by module and qualname
-    register_test_suite(f"aten.{name}.default", make_args=unary_args)(suite)
+    register_test_suite(f"aten.{name}.default", make_args=unary_args, resizable=DIMS)(suite)
 
 
 for _name in FLOAT_OPS:
     _register(_name)
 
 
-@register_test_suite("aten.bitwise_not.default", make_args=unary_args)
+@register_test_suite("aten.bitwise_not.default", make_args=unary_args, resizable=DIMS)
 def bitwise_not_suite() -> Iterator[KernelCase]:
     for shape in SHAPES:
         yield unary_case("bitwise_not", shape, "bool", "texture3d")

@@ -128,7 +128,10 @@ def add_input_staging(graph: ComputeGraph, tensor: Tensor, dtype: str | None = N
     shader = nchw_to_tensor_shader(graph, spec, staging)
     if spec.storage == "buffer" and _is_bitw8(spec.dtype) and not graph.route.int8_buffers:
         def copy() -> None:
-            graph.device.queue.write_buffer(tensor.handle, 0, np.ascontiguousarray(entry.data).view(np.uint8).reshape(-1))
+            raw = np.ascontiguousarray(entry.data).view(np.uint8).reshape(-1)
+            if raw.size % 4:  # writes must be whole words (COPY_BUFFER_ALIGNMENT); the buffer is padded to 16
+                raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
+            graph.device.queue.write_buffer(tensor.handle, 0, raw)
             graph.log_copy(shader, prepack=False)
         graph.host_node(args=(tensor,), run=copy)
         return entry
@@ -233,9 +236,13 @@ def element_index(graph: ComputeGraph, tensor: Tensor) -> np.ndarray:
     ET-VK's own staging shader writes 1..numel into an int32 tensor of the same sizes,
     storage and layout; where each value lands is where that element lives (0 is padding).
     Reading a tensor raw through this map keeps vkdiff's poison where the kernel wrote nothing.
+    The probe is allocated as the tensor was and resized as it has been (``virtual_resize``):
+    below the allocation an element's texel depends on both.
     """
     spec = tensor.spec
-    probe = graph.add_tensor(spec.sizes, "int32", spec.storage, spec.layout, label="layout_probe")
+    allocated = tensor.allocated or spec
+    probe = graph.add_tensor(allocated.sizes, "int32", spec.storage, spec.layout, label="layout_probe")
+    graph.virtual_resize(probe, spec.sizes)
     write_nchw(graph, probe, np.arange(1, spec.numel + 1, dtype=np.int32).reshape(spec.sizes), prepack=True)
     raw = resources.read_raw(graph.device, probe)
     found = np.full(spec.numel + 1, -1, np.int64)

@@ -54,7 +54,8 @@ class Launcher:
     """The file (under ``backends/vulkan/``) whose ``VK_REGISTER_OP`` names the op for this implementation."""
     placements: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Storage of tensor arguments (by name) and outputs (``out0``, ``out1``...) whose shaders declare a fixed
-    one (dq8ca's activation qparams, choose_qparams' outputs: texture3d)."""
+    one (dq8ca's activation qparams, choose_qparams' outputs: texture3d); ``storage:layout`` also fixes the layout
+    of an input (grid_sampler's grid: ``buffer:width``, a contiguous buffer)."""
     arithmetic: Callable[[str], Arithmetic | None] = lambda variant: None
     """The accumulation of a dispatched variant, ported from its GLSL (None: not declared; the verdict then
     bounds rounding by the tolerance policy alone)."""
@@ -133,36 +134,118 @@ def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Sto
         dtype: the output's dtype where the arguments do not decide it (an embedding's table
             may be float16 while the graph computes in float32); None lets the op decide.
         **options: launcher options (e.g. ``weight_storage``) passed to its op function; ``impl`` (a C++
-            file name such as ``QuantizedLinear.cpp``) picks that implementation instead of the tree's.
+            file name such as ``QuantizedLinear.cpp``) picks that implementation instead of the tree's;
+            ``out_storage`` / ``out_layout`` place the outputs apart from the inputs (a clone from a texture
+            to a buffer: the C++ picks its shader by both placements).
 
     Returns:
         Launch: the output and the dispatches that produced it.
     """
-    launcher = _pick(op, ctx.builder.et_src, options.pop("impl", None))
-    graph = ComputeGraph(ctx)
-    halves = [name for name, v in args.items() if isinstance(v, np.ndarray) and v.dtype == np.float16]
-    if (halves or np.dtype(dtype or np.float32) == np.float16) and not graph.route.float16_buffers:
-        raise DeviceLimitError(f"{op}: float16 kernel case on a device without shader-f16: ET-VK would run it in "
-                               f"float32 (get_effective_scalar_type), so the half kernel cannot be exercised")
-    values: dict[str, Tensor | TensorRef | Any] = {}
+    return OpGraph(ctx, op, args, storage=storage, layout=layout, dtype=dtype, **options).launch()
+
+
+class ResizeError(ValueError):
+    """Arguments for a smaller run change what a built graph fixes (a constant, a scalar, a tensor's rank)."""
+
+
+class OpGraph:
+    """A one-op graph built once for its arguments' sizes (the upper bound), then run again at smaller sizes
+    as ``VulkanBackend::execute`` does: inputs ``virtual_resize``-d and re-staged, ``propagate_resize``, execute."""
+
+    def __init__(self, ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage,
+                 layout: Layout = "width", dtype: Any = None, **options: Any):
+        self.ctx, self.op, self.layout = ctx, op, layout
+        self.launcher = launcher = _pick(op, ctx.builder.et_src, options.pop("impl", None))
+        out_storage, self.out_layout = options.pop("out_storage", storage), options.pop("out_layout", layout)
+        self.graph = graph = ComputeGraph(ctx)
+        halves = [name for name, v in args.items() if isinstance(v, np.ndarray) and v.dtype == np.float16]
+        if (halves or np.dtype(dtype or np.float32) == np.float16) and not graph.route.float16_buffers:
+            raise DeviceLimitError(f"{op}: float16 kernel case on a device without shader-f16: ET-VK would run it "
+                                   f"in float32 (get_effective_scalar_type), so the half kernel cannot be exercised")
+        self.args = dict(args)
+        self.inputs: dict[str, Tensor] = {}
+        values: dict[str, Tensor | TensorRef | Any] = {}
+        for name, value in args.items():
+            if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
+                values[name] = [graph_input(graph, v, storage, layout, label=f"{name}{i}")
+                                if isinstance(v, np.ndarray) else v for i, v in enumerate(value)]
+                self.inputs.update({f"{name}[{i}]": t for i, t in enumerate(values[name]) if isinstance(t, Tensor)})
+            elif not isinstance(value, np.ndarray):
+                values[name] = value
+            elif name in launcher.constants:
+                values[name] = TensorRef(id=name, data=value)
+            else:
+                where, _, packed = launcher.placements.get(name, storage).partition(":")
+                values[name] = self.inputs[name] = graph_input(graph, value, where, packed or layout, label=name)
+        spec = launcher.output(args, dtype)
+        self.tuple_output = isinstance(spec, list)
+        self.outs = tuple(graph.add_tensor(shape, np.dtype(out_dtype).name,
+                                           launcher.placements.get(f"out{i}", out_storage), self.out_layout,
+                                           label=f"output{i}")
+                          for i, (shape, out_dtype) in enumerate(spec if self.tuple_output else [spec]))
+        launcher.add_node(graph, values, self.outs if self.tuple_output else self.outs[0], **options)
+
+    def launch(self) -> Launch:
+        """Execute and read the outputs back at their current sizes, raw (unwritten elements stay poisoned)."""
+        graph, ctx = self.graph, self.ctx
+        resized = any(tuple(t.spec.sizes) != tuple(t.allocated.sizes) for t in self.outs)
+        raw = self.out_layout != "width" or (resized and any(t.storage != "buffer" for t in self.outs))
+        launched = graph.launch(self.outs if self.tuple_output else self.outs[0],
+                                tuple(element_index(graph, t) for t in self.outs) if raw else None)
+        stale = {"runtime": stale_files(RUNTIME_PORTS, ctx.builder.et_src),
+                 self.op: stale_ports(self.launcher, ctx.builder.et_src)}
+        launched.stale = {name: files for name, files in stale.items() if files}
+        launched.arithmetic = self.launcher.arithmetic(launched.variant)
+        return launched
+
+    def resize(self, args: Mapping[str, Any]) -> None:
+        """New input sizes and data for the next ``launch``; constants and scalars must be the built ones.
+
+        Raises:
+            ResizeError: ``args`` change a constant, a scalar or a tensor's rank, or exceed an input's allocation.
+        """
+        for name, value in _flat_inputs(args, self.inputs):
+            built = self.args.get(name)
+            if name in self.inputs:
+                tensor = self.inputs[name]
+                if np.ndim(value) != len(tensor.allocated.sizes) or any(
+                        a > b for a, b in zip(np.shape(value), tensor.allocated.sizes)):
+                    raise ResizeError(f"{self.op}: input {name} of sizes {list(np.shape(value))} does not fit the "
+                                      f"graph's {list(tensor.allocated.sizes)}")
+                staging = self.graph.input_stagings[id(tensor)]
+                if tuple(np.shape(value)) != tuple(tensor.spec.sizes):
+                    self.graph.virtual_resize(tensor, np.shape(value))
+                    self.graph.mark_updated(staging)
+                staging.copy_in(value)
+            elif not _same_value(built, value):
+                raise ResizeError(f"{self.op}: argument {name} differs from the built graph's; only graph inputs "
+                                  f"may change below the bound")
+        self.graph.propagate_resize()
+
+    @property
+    def output_sizes(self) -> list[tuple[int, ...]]:
+        """The outputs' sizes as the graph's resize functions left them."""
+        return [tuple(t.spec.sizes) for t in self.outs]
+
+
+def _flat_inputs(args: Mapping[str, Any], inputs: Mapping[str, Tensor]) -> list[tuple[str, Any]]:
+    """``args`` with each tensor of a list input (``cat``'s ``tensors``) under its own name (``tensors[1]``)."""
+    flat = []
     for name, value in args.items():
-        if not isinstance(value, np.ndarray):
-            values[name] = value
-        elif name in launcher.constants:
-            values[name] = TensorRef(id=name, data=value)
+        if isinstance(value, (list, tuple)) and f"{name}[0]" in inputs:
+            flat += [(f"{name}[{i}]", v) for i, v in enumerate(value)]
         else:
-            values[name] = graph_input(graph, value, launcher.placements.get(name, storage), layout, label=name)
-    spec = launcher.output(args, dtype)
-    outs = tuple(graph.add_tensor(shape, np.dtype(out_dtype).name, launcher.placements.get(f"out{i}", storage),
-                                  layout, label=f"output{i}")
-                 for i, (shape, out_dtype) in enumerate(spec if isinstance(spec, list) else [spec]))
-    out = outs if isinstance(spec, list) else outs[0]
-    launcher.add_node(graph, values, out, **options)
-    launched = graph.launch(out, None if layout == "width" else tuple(element_index(graph, t) for t in outs))
-    stale = {"runtime": stale_files(RUNTIME_PORTS, ctx.builder.et_src), op: stale_ports(launcher, ctx.builder.et_src)}
-    launched.stale = {name: files for name, files in stale.items() if files}
-    launched.arithmetic = launcher.arithmetic(launched.variant)
-    return launched
+            flat.append((name, value))
+    return flat
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(
+            np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    return a == b or (a != a and b != b)
 
 
 def _pick(op: str, tree: Path | None, impl: str | None) -> Launcher:

@@ -1,0 +1,78 @@
+"""Below the bound: a case's graph is built once at its sizes, then run at smaller ones as ET-VK's backend
+resizes it; a port without its resize function fails there and only there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.testutils import requires_tree, requires_vulkan
+from vkdiff.cases.kernels import all_cases, below_bound
+from vkdiff.datamodel import Status
+from vkdiff.device.launchers import unary_op
+from vkdiff.device.launchers.registry import OpGraph, ResizeError
+from vkdiff.harness import kernels
+
+pytestmark = [requires_tree, requires_vulkan]
+
+CASES = ["relu[W67-fp32-texture3d]", "relu[N2-C1-H7-W9-fp16-texture3d-channels]", "relu[C3-H5-W6-fp32-buffer]"]
+
+
+def _case(case_id: str):
+    (case,) = all_cases("^" + case_id.replace("[", r"\[").replace("]", r"\]") + "$")
+    return case
+
+
+def test_smaller_sizes_shrink_only_the_resizable_dims_and_stay_distinct():
+    smaller = below_bound(_case("relu[N2-C1-H7-W9-fp16-texture3d-channels]"))
+    assert [c.sizes for c in smaller] == [{"N": 1, "C": 1, "H": 4, "W": 5}, {"N": 1, "C": 1, "H": 6, "W": 8},
+                                          {"N": 1, "C": 1, "H": 1, "W": 1}]
+    assert all(c.variant == smaller[0].variant and c.seed() != smaller[0].seed() for c in smaller[1:])
+    assert below_bound(_case("linear_q4gsw[M1-K64-N40-g32-fp32-buffer]")) == []
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_every_smaller_size_passes_on_the_graph_built_for_the_bound(et_ctx, case_id):
+    result = kernels.run_case(et_ctx, _case(case_id))
+    assert result.status == "PASS", result.reason
+    runs = result.metrics["below_bound"]
+    assert len(runs) >= 2 and all(run["status"] == "PASS" for run in runs)
+
+
+def _without_resize(monkeypatch):
+    """``add_unary_op_node`` with its ``resize`` argument dropped: the port of an op that has no resize function."""
+    original = unary_op.add_unary_op_node
+
+    def add_unary_op_node(graph, x, lo, hi, out, op):
+        dispatch = graph.dispatch
+        graph.dispatch = lambda *args, resize=None, **kwargs: dispatch(*args, **kwargs)
+        try:
+            original(graph, x, lo, hi, out, op)
+        finally:
+            del graph.dispatch
+
+    monkeypatch.setattr(unary_op, "add_unary_op_node", add_unary_op_node)
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_a_port_without_its_resize_function_passes_at_the_bound_and_fails_below_it(et_ctx, monkeypatch, case_id):
+    _without_resize(monkeypatch)
+    case = _case(case_id)
+    at_bound = kernels.launch(et_ctx, case, kernels.prepare_case(case))
+    np.testing.assert_allclose(at_bound.output, kernels.prepare_case(case).expected, rtol=1e-3)
+    result = kernels.run_case(et_ctx, case)
+    assert result.status == Status.FAIL_CHECK.name
+    assert result.reason.startswith(f"below the bound: {below_bound(case)[0].id} on the graph built for {case.id}")
+    assert "output sizes" in result.reason and "did not follow its inputs" in result.reason
+    assert all(run["status"] == "FAIL_CHECK" for run in result.metrics["below_bound"])
+
+
+def test_a_smaller_run_may_not_change_what_the_graph_fixed(et_ctx):
+    case = _case("relu[C3-H5-W6-fp32-buffer]")
+    graph = OpGraph(et_ctx, case.op, kernels.prepare_case(case).args, storage="buffer")
+    with pytest.raises(ResizeError, match="input self of sizes \\[4, 5, 6\\] does not fit the graph's \\[3, 5, 6\\]"):
+        graph.resize({"self": np.ones((4, 5, 6), np.float32)})
+    clamp = _case("clamp[C3-H5-W6-fp32-buffer]")
+    graph = OpGraph(et_ctx, clamp.op, kernels.prepare_case(clamp).args, storage="buffer")
+    with pytest.raises(ResizeError, match="argument min differs"):
+        graph.resize({**kernels.prepare_case(clamp).args, "min": 0.0})
