@@ -260,3 +260,23 @@ def test_failures_sharing_shader_vendor_and_profiles_are_one_bucket(tmp_path):
     assert re.search(r"2\s+FAIL_NUMERIC \| rotary_embedding_buffer_float \| Mesa \| route=native limits=native", section)
     assert re.search(r"1\s+FAIL_NUMERIC \| add_buffer_float \| Mesa", section)
     assert "add[B2-fp32-buffer]" not in section.split("Versions")[0]
+
+
+def test_the_index_shows_the_trees_coverage_when_given(tmp_path):
+    path = write_jsonl(tmp_path / "r.jsonl", [result(CASE_PASS, "adreno")])
+    coverage = {"tree": "/src/executorch", "summary": {"registered": 3, "in_scope_covered_percent": 50.0, "families": {
+        "in scope": {"ops": 2, "launcher": 1, "reference": 2, "both": 1, "suite": 1},
+        "training": {"ops": 1, "launcher": 0, "reference": 0, "both": 0, "suite": 0}}},
+        "ops": [{"op": "aten.add.Tensor", "file": "BinaryOp.cpp", "family": "in scope", "launcher": True,
+                 "reference": True, "cases": 4},
+                {"op": "aten.flip.default", "file": "Flip.cpp", "family": "in scope", "launcher": False,
+                 "reference": True, "cases": 0}],
+        "variants": {"variants": 10, "templates": 4, "dispatched_variants": 3, "dispatched_templates": 2}}
+    section = _page(render_reports([path], tmp_path / "with", coverage).index).find("section", id="coverage")
+    text = " ".join(section.text.split())
+    assert "registers 3 ops; in scope, 50.0% have a launcher and a reference" in text
+    assert "dispatched 3 of 10 shader variants (2 of 4 templates)" in text
+    assert "without launcher and reference: aten.flip.default (Flip.cpp)" in text
+    assert [td.text for td in section.find("tbody").find("tr").find_all("td")] == ["in scope", "2", "1", "2", "1",
+                                                                                     "1"]
+    assert not _page(render_reports([path], tmp_path / "without").index).find_all("section", id="coverage")

@@ -52,6 +52,8 @@ class ModelCase:
     """``torch.export``'s ``dynamic_shapes`` for the example inputs (None: static)."""
     tolerance: Any = None
     """A ``Tolerance`` of the model output against eager that replaces vkdiff's policy (a user's own), or None."""
+    more_calls: tuple[tuple, ...] = ()
+    """Inputs of further calls on the same lowered program (other sizes within dynamic shapes' bounds)."""
 
     @property
     def id(self) -> str:

@@ -74,6 +74,11 @@ class DeviceLimitError(DeviceError):
     """A dispatch does not fit the device's features or limits (→ ``NOT_SUPPORTED``)."""
 
 
+class EtVkRefusal(ValueError):
+    """ET-VK's own host code refuses the arguments (a ``VK_CHECK_COND`` or throw of the ported C++): its graph
+    build would fail, so a delegate holding this node does not load (→ ``FAIL_CHECK``, naming the check)."""
+
+
 class DtypeMismatchError(DeviceError):
     """A binding's reflected type differs from the tensor bound to it (→ ``DTYPE_MISMATCH`` on every device)."""
 

@@ -32,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", metavar="FILE.jsonl", default=None,
                      help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
     run.add_argument("--list", action="store_true", help="List the selected case ids and exit")
-    run.add_argument("--suite", choices=("all", "kernels", "models"), default="all",
+    run.add_argument("--suite", choices=("all", "kernels", "models", "upstream"), default="all",
                      help="Kernel cases on devices, model cases (host checks, and Vulkan delegates run node by node on "
-                          "devices), or both")
+                          "devices), or both; upstream: ExecuTorch's own delegate tests from the tree's "
+                          "backends/vulkan/test/test_vulkan_delegate.py, each lowering run node by node")
     run.add_argument("-r", "--report", metavar="DIR", default=None,
                      help="Also write per-device and cross-device HTML reports to DIR")
     artifacts = run.add_mutually_exclusive_group()
@@ -68,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="Merge results files (several runners) into HTML reports")
     report.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="Results files from vkdiff run or pytest")
     report.add_argument("-o", "--output", metavar="DIR", required=True, help="Folder for the HTML pages")
+    report.add_argument("--et-src", metavar="PATH", default=None,
+                        help="The ExecuTorch tree the results ran: the index then shows its op and shader coverage")
     return parser
 
 
@@ -198,7 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
     cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
         "all", "kernels") else []
-    models = _models(args) if args.suite in ("all", "models") else []
+    models = _models(args) if args.suite in ("all", "models") else _upstream(args) if args.suite == "upstream" else []
     if args.list:
         print("\n".join([c.id for c in cases] + [m.id for m in models]))
         return 0
@@ -222,8 +225,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     explain_no_tree(results, runner.tree, console)
     console.print(f"results: {results_path}", markup=False)
     if args.report:
-        write_report([results_path], Path(args.report), console)
+        write_report([results_path], Path(args.report), console, runner.tree.path)
     return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def _upstream(args: argparse.Namespace) -> list:
+    """The tree's own delegate tests as model cases (``vkdiff.cases.upstream``); a tree without them is one line."""
+    from vkdiff.cases.upstream import UpstreamError, model_cases
+    from vkdiff.device.trees import EtSourceError, choose_tree
+
+    try:
+        tree = choose_tree(args.et_src)
+        if tree.path is None:
+            raise UsageError(f"--suite upstream needs an ExecuTorch tree: {tree.note}")
+        return model_cases(tree.path, args.cases)
+    except (EtSourceError, UpstreamError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _models(args: argparse.Namespace) -> list:
@@ -302,7 +319,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"no such results file: {', '.join(missing)}")
     check_outputs((args.output, "-o", True))
-    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True, soft_wrap=True))
+    tree = None
+    if args.et_src:
+        from vkdiff.device.trees import EtSourceError, choose_tree
+
+        try:
+            tree = choose_tree(args.et_src).path
+        except EtSourceError as exc:
+            raise UsageError(str(exc)) from None
+    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True, soft_wrap=True), tree)
     return 0
 
 

@@ -274,9 +274,12 @@ class VkdiffSession:
         store.write(path, merged)
         pages: list[Path] = []
         if self.report_dir is not None and merged:
+            from vkdiff.entry.terminal import coverage_document
             from vkdiff.reports import render_reports
 
-            pages = render_reports([path], self.report_dir).files
+            tree = self.tree.path if self.tree is not None else None
+            pages = render_reports([path], self.report_dir,
+                                   coverage_document(tree, [path]) if tree is not None else None).files
         return MergeSummary(path=path, count=len(merged), pages=pages, unreadable=report.summary(),
                             nothing_ran=nothing_ran(merged, self.tree or TreeChoice(path=None, note=""), self.adapters),
                             repaired=sum(REPAIRED_FLAG in r.flags for r in merged))

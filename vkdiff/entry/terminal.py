@@ -140,11 +140,12 @@ def check_outputs(*outputs: tuple[object, str, bool]) -> None:
             raise UsageError(problem)
 
 
-def write_report(paths: Sequence[Path], out_dir: Path, console) -> None:
+def write_report(paths: Sequence[Path], out_dir: Path, console, tree: Path | None = None) -> None:
+    """The HTML reports of ``paths``; with the tree the results ran, the index shows its coverage too."""
     from vkdiff.store import LoadReport
     from vkdiff.reports import render_reports
 
-    index = render_reports(paths, out_dir)
+    index = render_reports(paths, out_dir, coverage_document(tree, paths) if tree is not None else None)
     if index.problems:
         console.print(LoadReport(results=[], problems=index.problems).summary(), markup=False, style="yellow")
     console.print(f"report: {index.index} ({index.results} results, {len(index.devices)} device page(s), "
@@ -174,3 +175,11 @@ def explain_no_tree(results: Sequence, tree, console) -> None:
     if tree.path is None and skipped:
         note = tree.note or "no ExecuTorch tree; pass --et-src PATH (a checkout, REPO@REV or a .tar.* of one)"
         console.print(f"{len(skipped)} device results are NOT_RUN: {note}", markup=False, style="yellow")
+
+
+def coverage_document(tree: Path, paths: Sequence[Path]) -> dict:
+    """``vkdiff coverage --json --results PATHS`` for ``tree`` (its registered ops and the variants dispatched)."""
+    from vkdiff.harness import coverage
+    from vkdiff.store import load
+
+    return coverage.to_document(tree, coverage.op_coverage(tree), coverage.variant_coverage(tree, load(list(paths))))

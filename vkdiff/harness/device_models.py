@@ -63,6 +63,9 @@ def eager_run(case: ModelCase) -> EagerRun:
                 tokens.append(int(np.argmax(outputs[-1])))
                 if step < case.decode_steps:
                     calls.append(case.decode(calls[step], tokens[-1]))
+            for more in case.more_calls:
+                calls.append(more)
+                outputs.append(flat_outputs(model(*more)))
         _EAGER_CACHE.clear()
         _EAGER_CACHE[case.id] = EagerRun(inputs=calls, outputs=outputs, tokens=tokens)
     return _EAGER_CACHE[case.id]
@@ -261,7 +264,8 @@ def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:
         return Status.NOT_RUN, f"lowering failed (see the cpu results): {exc}"
     program = lowered.program()
     if not program.vulkan_methods():
-        return Status.NOT_RUN, "the lowered program has no Vulkan delegate"
+        expected = "" if getattr(case, "expect_delegate", True) else " (as the test expects: expect_no_delegates)"
+        return Status.NOT_RUN, f"the lowered program has no Vulkan delegate{expected}"
     run = eager_run(case)
     return PreparedProgram(case_id=case.id, program=program, method="forward",
                            steps=[[np.asarray(x) for x in inputs] for inputs in run.inputs], expected=run.outputs,

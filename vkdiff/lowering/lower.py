@@ -132,17 +132,24 @@ def _lower_uncached(case: ModelCase) -> LoweredCase:
         return _lower_steps(case)
 
 
-def _lower_steps(case: ModelCase) -> LoweredCase:
+def _edge(case: ModelCase, model, inputs):
+    """The edge program: the case's recipe, export and partitioner, or an upstream test's own lowering helper."""
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
+    if case.pipeline == "upstream":
+        return stage("upstream lowering helper", case.lower_with, model, inputs, case.dynamic_shapes)
+    model = stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model, inputs)
+    program = stage("export", torch.export.export, model, inputs, dynamic_shapes=case.dynamic_shapes)
+    return stage(f"to_edge_transform_and_lower[{case.partitioner}]", to_edge_transform_and_lower, program,
+                 partitioner=PARTITIONERS[case.partitioner]())
+
+
+def _lower_steps(case: ModelCase) -> LoweredCase:
     start = time.perf_counter()
     memoise_vulkan_patterns()
     model, inputs = stage("build", case.instantiate)
-    model = stage(f"quantize[{case.recipe}]", RECIPES[case.recipe], model, inputs)
-    program = stage("export", torch.export.export, model, inputs, dynamic_shapes=case.dynamic_shapes)
-    edge = stage(f"to_edge_transform_and_lower[{case.partitioner}]", to_edge_transform_and_lower, program,
-                 partitioner=PARTITIONERS[case.partitioner]())
+    edge = _edge(case, model, inputs)
     gm = edge.exported_program().graph_module
     pte = stage("to_executorch", lambda: edge.to_executorch().buffer)
     top = call_targets(gm)

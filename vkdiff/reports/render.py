@@ -8,7 +8,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
 
@@ -71,7 +71,8 @@ class ReportIndex:
         return [self.index, self.cross_device, *self.devices.values()]
 
 
-def render_reports(result_paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> ReportIndex:
+def render_reports(result_paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
+                   coverage: Mapping[str, Any] | None = None) -> ReportIndex:
     """Merge results files and write the HTML reports.
 
     When the same (case, device) appears more than once (several CI runners,
@@ -81,6 +82,8 @@ def render_reports(result_paths: Sequence[str | os.PathLike], out_dir: str | os.
     Args:
         result_paths (Sequence[path]): JSON-lines results files (``vkdiff run --results``).
         out_dir (path): folder to write ``index.html``, ``cross-device.html`` and ``<device>.html`` to; created.
+        coverage (Mapping | None): ``vkdiff coverage --json``'s document for the tree the results ran, shown on
+            the index (None: no coverage section).
 
     Returns:
         ReportIndex: the files written and counts.
@@ -97,7 +100,7 @@ def render_reports(result_paths: Sequence[str | os.PathLike], out_dir: str | os.
     for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"results file {str(path)!r} not found; pass files written by `vkdiff run --results`")
-    return render_merged(Merged.from_paths(paths), out_dir)
+    return render_merged(Merged.from_paths(paths), out_dir, coverage)
 
 
 def render_results(results: Iterable[Result], out_dir: str | os.PathLike,
@@ -106,7 +109,7 @@ def render_results(results: Iterable[Result], out_dir: str | os.PathLike,
     return render_merged(Merged.from_results(results, sources=sources), out_dir)
 
 
-def render_merged(merged: Merged, out_dir: str | os.PathLike) -> ReportIndex:
+def render_merged(merged: Merged, out_dir: str | os.PathLike, coverage: Mapping[str, Any] | None = None) -> ReportIndex:
     """Write every page for already merged results."""
     import time
 
@@ -136,7 +139,7 @@ def render_merged(merged: Merged, out_dir: str | os.PathLike) -> ReportIndex:
     index_path.write_text(env.get_template("index.html.j2").render(
         **common, summaries=summaries, cross=cross, total_read=merged.total_read, problems=merged.problems,
         version_table=_version_table(summaries), buckets=buckets(merged.rows.values()),
-        results=len(merged.rows), duplicates=sum(merged.duplicates.values())), encoding="utf-8")
+        results=len(merged.rows), duplicates=sum(merged.duplicates.values()), coverage=coverage), encoding="utf-8")
     return ReportIndex(out_dir=out, index=index_path, cross_device=cross_path, devices=written,
                        results=len(merged.rows), duplicates=sum(merged.duplicates.values()), problems=merged.problems,
                        seconds=time.perf_counter() - start)

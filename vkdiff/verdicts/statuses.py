@@ -5,8 +5,8 @@ from __future__ import annotations
 import traceback
 
 from vkdiff.datamodel import Status
-from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
-                                    ShaderUnsupportedError, is_device_lost)
+from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, EtVkRefusal,
+                                    ShaderLoadError, ShaderUnsupportedError, is_device_lost)
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import VariantMissingError
 from vkdiff.device.graph.delegate import MissingLaunchersError
@@ -25,6 +25,7 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (ShaderLoadError, Status.BUILD_FAIL),
     (DeviceLimitError, Status.NOT_SUPPORTED),
     (DtypeMismatchError, Status.DTYPE_MISMATCH),
+    (EtVkRefusal, Status.FAIL_CHECK),
     (DispatchError, Status.ERROR),
 )
 """First match wins: ``NOT_SUPPORTED`` only where the device (or naga) names what it lacks."""

@@ -17,6 +17,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.resources import Tensor
 
 OP = "aten.arange.start_step"
@@ -29,7 +30,7 @@ def _ints(args: Mapping[str, Any]) -> tuple[int, int, int]:
     """``check_arange_input``: start, end and step as ints."""
     values = (args.get("start", 0), args["end"], args.get("step", 1))
     if not all(isinstance(v, (int, np.integer)) or v is None for v in values):
-        raise ValueError(f"arange: start, end and step must be ints (ET-VK throws otherwise), got {values}")
+        raise EtVkRefusal(f"ET-VK refuses arange: check_arange_input needs int start, end and step, got {values}")
     start, end, step = values
     return int(start or 0), int(end), int(1 if step is None else step)
 
