@@ -62,7 +62,7 @@ class Tolerance:
     @classmethod
     def for_graphs(cls, graphs) -> "Tolerance":
         """A method output against eager or the reference program: percent-level for float16 delegates or
-        dynamically quantized activations (``choose_qparams``), else 1e-4 (``graphs``: decoded ``VkGraph``\ s)."""
+        dynamically quantized activations (``choose_qparams``), else 1e-4 (``graphs``: the decoded ``VkGraph`` objects)."""
         graphs = list(graphs)
         fp16 = any(t.dtype == "float16" for g in graphs for t in g.tensors.values())
         dynamic = any(op.name.startswith("torchao.choose_qparams") for g in graphs for op in g.ops)
