@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vkdiff.datamodel import OP_SCHEMAS, Delegate, OpSchema, SchemaError, UnknownOpError, VkOp, VkTensorInfo, schema_of
-from vkdiff.datamodel.schemas import PYTHON_OPERATOR_TEXTS
+from vkdiff.datamodel.schemas import ET_VK_RUNTIME_TEXTS, PYTHON_OPERATOR_TEXTS
 
 
 def registered_schema(name: str) -> str:
@@ -19,7 +19,8 @@ def registered_schema(name: str) -> str:
     return str(getattr(getattr(getattr(torch.ops, namespace), op), overload)._schema)
 
 
-TORCH_SCHEMAS = sorted(n for n, s in OP_SCHEMAS.items() if s.text not in PYTHON_OPERATOR_TEXTS)
+TORCH_SCHEMAS = sorted(n for n, s in OP_SCHEMAS.items()
+                       if s.text not in PYTHON_OPERATOR_TEXTS + ET_VK_RUNTIME_TEXTS)
 
 
 @pytest.mark.parametrize("name", TORCH_SCHEMAS)

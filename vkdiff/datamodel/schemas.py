@@ -119,8 +119,90 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "aten::sym_size.int(Tensor self, int dim) -> SymInt",
     "aten::mm(Tensor self, Tensor mat2) -> Tensor",
     "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+    # indexing, concat/split, where, tan and the scalar-binary ops (issue 22)
+    "aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]",
+    "aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
+    "aten::index_select(Tensor self, int dim, Tensor index) -> Tensor",
+    "aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor",
+    "aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor",
+    "aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor",
+    "aten::repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) "
+    "-> Tensor",
+    "aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+    "aten::tan(Tensor self) -> Tensor",
+    "aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+    "aten::eq.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::ne.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::lt.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::le.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::gt.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::ge.Scalar(Tensor self, Scalar other) -> Tensor",
+    # view / copy / data movement, part 1 (issue 22): Permute, Clone, ToCopy, View, Squeeze, Unsqueeze, Select,
+    # Slice, Expand, Repeat, Flip, Pad, ScalarTensor
+    "aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)",
+    "aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
+    "aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
+    "aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor",
+    "aten::repeat(Tensor self, SymInt[] repeats) -> Tensor",
+    "aten::flip(Tensor self, int[] dims) -> Tensor",
+    "aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor",
+    "aten::scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+    "bool? pin_memory=None) -> Tensor",
+    "dim_order_ops::_to_dim_order_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
+    "Device? device=None, bool? pin_memory=None, bool non_blocking=False, int[]? dim_order=None) -> Tensor",
+    # aten: reductions and norms (Reduce.cpp, ArgReduce.cpp, Var.cpp, Softmax.cpp, NativeLayerNorm.cpp,
+    # GroupNorm.cpp, BatchNorm.cpp)
+    "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+    "aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+    "aten::argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+    "aten::argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+    "aten::var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor",
+    "aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+    "aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+    "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
+    "-> (Tensor, Tensor, Tensor)",
+    "aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, "
+    "float eps) -> (Tensor, Tensor, Tensor)",
+    "aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
+    "Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+    # convolution and grid ops (Convolution.cpp, GridSampler2d.cpp, GridPriors.cpp)
+    "aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+    "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+    "et_vk::conv_with_clamp(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+    "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, Scalar? output_min, "
+    "Scalar? output_max) -> Tensor",
+    "aten::grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, "
+    "bool align_corners) -> Tensor",
+    "et_vk::grid_priors(Tensor self, int stride, float offset) -> Tensor",
+    # matmul, pooling and upsample (issue 22: Matmul.cpp, Linear.cpp, Pool.cpp, Upsample.cpp)
+    "aten::bmm(Tensor self, Tensor mat2) -> Tensor",
+    "aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+    "aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
+    "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+    "aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, "
+    "bool ceil_mode=False) -> Tensor",
+    "aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+    "int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+    "aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor",
+    "aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, "
+    "float[]? scale_factors) -> Tensor",
 )
 """Every schema vkdiff binds, as torch prints it."""
+
+ET_VK_RUNTIME_TEXTS: tuple[str, ...] = (
+    # convolution (Conv2dGemm.cpp, Conv1dDW.cpp, Conv1dPW.cpp)
+    "et_vk::conv2d_gemm(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+    "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+    "et_vk::conv1d_dw(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+    "SymInt[] dilation, SymInt groups, Scalar? output_min=None, Scalar? output_max=None) -> Tensor",
+    "et_vk::conv1d_pw(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
+    "SymInt[] dilation, SymInt groups, Scalar? output_min=None, Scalar? output_max=None) -> Tensor",
+)
+"""Ops ET-VK's C++ registers that no Python library defines (``custom_ops_lib.py`` has none): written by vkdiff
+from the argument order their C++ reads (``conv2d_gemm_op``: ``aten.convolution``'s; ``conv1d_{dw,pw}``: the
+unified 10-value vector ``conv`` builds, less the output); not checked against torch."""
 
 PYTHON_OPERATOR_TEXTS: tuple[str, ...] = (
     "_operator::add(SymInt a, SymInt b) -> SymInt",
@@ -135,6 +217,7 @@ DTYPE_FROM_OUTPUT: dict[str, dict[str, int]] = {
     "torchao.choose_qparams_affine.default": {"scale_dtype": 0, "zero_point_dtype": 1},
     "aten._to_copy.default": {"dtype": 0},
     "aten.arange.start_step": {"dtype": 0},
+    "dim_order_ops._to_dim_order_copy.default": {"dtype": 0}, "aten.scalar_tensor.default": {"dtype": 0},
     **{f"aten.{name}.default": {"dtype": 0} for name in ("full", "full_like", "zeros", "zeros_like", "ones",
                                                            "ones_like")},
 }
@@ -250,7 +333,8 @@ def _split_top_level(text: str) -> list[str]:
     return parts + [tail] if tail else parts
 
 
-OP_SCHEMAS: dict[str, OpSchema] = {s.name: s for s in map(OpSchema.parse, SCHEMA_TEXTS + PYTHON_OPERATOR_TEXTS)}
+OP_SCHEMAS: dict[str, OpSchema] = {s.name: s for s in map(OpSchema.parse, SCHEMA_TEXTS + PYTHON_OPERATOR_TEXTS
+                                                                     + ET_VK_RUNTIME_TEXTS)}
 """Parsed schemas by full op name."""
 
 def _aliases(full_names) -> dict[str, str]:

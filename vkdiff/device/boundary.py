@@ -42,9 +42,14 @@ NAGA_MISSING_CAPABILITIES = {"Int16": "16-bit integers", "Int8": "8-bit integers
 def naga_missing_capability(message: str, capabilities: set[str]) -> str | None:
     """The capability a module declares that naga lacks, when naga's failure is about it, else None.
 
+    naga's IR has no NaN float literal (``0.0/0.0`` folded by glslc): such a module cannot be
+    loaded through wgpu at all, whatever the device.
+
     naga reports only ``invalid type width %N`` for a 16- or 8-bit integer type; the
     module's own ``OpCapability`` says which capability that is.
     """
+    if "Float literal is NaN" in message:
+        return "NaN float literals (naga: Float literal is NaN)"
     if "invalid type width" not in message:
         return None
     for name, what in NAGA_MISSING_CAPABILITIES.items():

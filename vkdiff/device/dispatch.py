@@ -69,8 +69,8 @@ def _transforms_version() -> str:
 
 def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
                    local_size: tuple[int, int, int]) -> tuple[bytes, int]:
-    """Apply every transform naga needs: bake spec constants and workgroup size, rewrite samplers, clamp
-    infinite literals; also returns how many infinities were clamped.
+    """Apply every transform naga needs: bake spec constants and workgroup size, rewrite integer ``OpSMod`` and
+    samplers, clamp infinite literals; also returns how many infinities were clamped.
 
     The result is a verified cache entry keyed by the module, the values and the transforms, so a runner whose
     cache holds it needs no spirv-opt (a corrupt entry is discarded, rebuilt and reported).
@@ -89,7 +89,8 @@ def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
     except CacheCorruptError as exc:
         record_repair(exc)
         path.unlink(missing_ok=True)
-    baked = spirv.rewrite_combined_samplers(spirv.bake_spec_constants(spv, dict(spec_constants), local_size))
+    baked = spirv.rewrite_combined_samplers(spirv.rewrite_integer_smod(
+        spirv.bake_spec_constants(spv, dict(spec_constants), local_size)))
     module, clamped = spirv.clamp_infinite_constants(baked)
     write_entry(path, int(clamped).to_bytes(4, "little") + module)
     return module, clamped

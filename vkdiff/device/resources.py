@@ -127,7 +127,7 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
                       buffer_shape=(count,), spec=spec, allocated=spec)
     if element not in layouts.TEXEL_FORMATS:
         raise DeviceLimitError(f"{label}: no texture format for dtype {element}")
-    extent = spec.extents
+    extent = tuple(max(e, 1) for e in spec.extents)  # an empty tensor (batch norm's unused outputs) gets one texel
     key = "max-texture-dimension-3d" if spec.storage == "texture3d" else "max-texture-dimension-2d"
     if max(extent) > device.limits[key]:
         raise DeviceLimitError(f"{label}: {spec.storage} extent {tuple(extent)} (sizes {list(spec.sizes)}) exceeds "

@@ -8,6 +8,9 @@ carried through untouched. The transforms keep the shader logic intact:
    workgroup size (naga reads the execution mode; freezing alone leaves 1,1,1).
 2. ``rewrite_combined_samplers``: ``sampler2D``/``sampler3D`` become plain sampled
    images. Valid because generated ET-VK code only uses ``texelFetch``.
+3. ``rewrite_integer_smod``: integer ``OpSMod`` (GLSL ``%`` on ``ivec``) becomes
+   ``SRem(SRem(a, b) + b, b)``, the same floored remainder, which naga's SPIR-V front end can
+   translate (it lowers ``OpSMod`` through ``floor`` and rejects it on integer vectors).
 """
 
 from __future__ import annotations
@@ -327,6 +330,37 @@ def rewrite_combined_samplers(spv: bytes) -> bytes:
         elif op in _SAMPLING_OPS and int(ops[2]) in loaded:
             raise SpirvError("a combined image sampler is used for sampling, not texelFetch: cannot rewrite")
     return words.tobytes()
+
+
+OP_IADD, OP_SREM, OP_SMOD = 128, 138, 139
+
+
+def rewrite_integer_smod(spv: bytes) -> bytes:
+    """Replace each ``OpSMod`` by ``t = SRem(a, b); r = SRem(t + b, b)`` (two fresh ids, bound raised).
+
+    ``OpSMod`` is the floored remainder (sign of ``b``); ``SRem`` truncates (sign of ``a``); adding ``b``
+    to a truncated remainder and taking it again gives the floored one for either sign of ``a`` and ``b``
+    (exact unless ``|b| > 2^30``, where ``t + b`` can wrap). ``OpSMod`` applies to integers only
+    (``OpFMod`` is the float form), so nothing else changes.
+    """
+    words = words_of(spv)
+    found = [(at, ops) for at, op, ops in instructions(words) if op == OP_SMOD]
+    if not found:
+        return spv
+    bound = int(words[3])
+    parts, last = [words[:5]], 5
+    for at, ops in found:
+        result_type, result, a, b = (int(v) for v in ops)
+        t, shifted = bound, bound + 1
+        bound += 2
+        parts += [words[last:at], np.array([(5 << 16) | OP_SREM, result_type, t, a, b,
+                                            (5 << 16) | OP_IADD, result_type, shifted, t, b,
+                                            (5 << 16) | OP_SREM, result_type, result, shifted, b], np.uint32)]
+        last = at + 5
+    parts.append(words[last:])
+    merged = np.concatenate(parts).astype("<u4")
+    merged[3] = bound
+    return merged.tobytes()
 
 
 FINITE_FOR_INFINITE = {32: {0x7F800000: 0x7F7FFFFF, 0xFF800000: 0xFF7FFFFF}, 16: {0x7C00: 0x7BFF, 0xFC00: 0xFBFF}}

@@ -109,6 +109,30 @@ def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
         return None
 
 
+@dataclasses.dataclass
+class Overlap:
+    """How reference preparation overlapped device work in this process (``benchmarks/bench_overlap.py``)."""
+
+    preparing: float = 0.0
+    """Seconds the preparation thread spent computing references."""
+    waited: float = 0.0
+    """Seconds the device loop waited for a reference not yet ready: the device idle because of references."""
+    prepared: int = 0
+
+
+OVERLAP = Overlap()
+"""Totals over every ``prepared_stream`` of the process."""
+
+
+def _timed_prepare(case: KernelCase, session_seed: int) -> Prepared | None:
+    tick = time.perf_counter()
+    try:
+        return prepare_or_none(case, session_seed)
+    finally:
+        OVERLAP.preparing += time.perf_counter() - tick
+        OVERLAP.prepared += 1
+
+
 def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
                     ahead: int = 2) -> Iterator[tuple[KernelCase, Prepared | None]]:
     """Each case with its arguments and reference, prepared once per data id, ``ahead`` data ids in advance.
@@ -124,14 +148,16 @@ def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
         def submit_next() -> None:
             group = next(groups, None)
             if group is not None:
-                queue.append((group, pool.submit(prepare_or_none, group[0], session_seed)))
+                queue.append((group, pool.submit(_timed_prepare, group[0], session_seed)))
 
         for _ in range(ahead + 1):
             submit_next()
         while queue:
             group, future = queue.popleft()
             submit_next()
+            tick = time.perf_counter()
             prepared = future.result()
+            OVERLAP.waited += time.perf_counter() - tick
             for case in group:
                 yield case, prepared
 

@@ -217,3 +217,107 @@ reference_op("_operator.add.default")(lambda a, b: int(a) + int(b))
 reference_op("_operator.sub.default")(lambda a, b: int(a) - int(b))
 reference_op("_operator.mul.default")(lambda a, b: int(a) * int(b))
 reference_op("_operator.floordiv.default")(lambda a, b: int(a) // int(b))
+
+
+# Reductions and norms (Reduce.cpp, ArgReduce.cpp, Var.cpp, Softmax.cpp, NativeLayerNorm.cpp, GroupNorm.cpp,
+# BatchNorm.cpp): vkdiff.reference.reduce and vkdiff.reference.norm.
+from vkdiff.reference import norm as _norm, reduce as _reduce  # noqa: E402
+
+reference_op("aten.sum.dim_IntList", accumulation=_reduce.sum_accumulation)(_reduce.sum_)
+reference_op("aten.mean.dim", accumulation=_reduce.mean_accumulation)(_reduce.mean)
+reference_op("aten.amax.default")(_reduce.amax)
+reference_op("aten.amin.default")(_reduce.amin)
+reference_op("aten.argmax.default")(_reduce.argmax)
+reference_op("aten.argmin.default")(_reduce.argmin)
+reference_op("aten.var.dim", accumulation=_reduce.var_accumulation)(_reduce.var)
+reference_op("aten._softmax.default", accumulation=_reduce.softmax_accumulation)(_reduce.softmax)
+reference_op("aten._log_softmax.default", accumulation=_reduce.log_softmax_accumulation)(_reduce.log_softmax)
+reference_op("aten.native_layer_norm.default", accumulation=_norm.layer_norm_accumulation)(_norm.layer_norm)
+reference_op("aten.native_group_norm.default", accumulation=_norm.group_norm_accumulation)(_norm.group_norm)
+reference_op("aten._native_batch_norm_legit_no_training.default", accumulation=_norm.batch_norm_accumulation)(
+    _norm.native_batch_norm_no_training)
+
+
+# Convolution and grid ops (Convolution.cpp, Conv2dGemm.cpp, Conv1dDW.cpp, Conv1dPW.cpp, GridSampler2d.cpp,
+# GridPriors.cpp): conv outputs accumulate sum |x||w| terms, so their tolerance scales with that magnitude.
+from vkdiff.reference import conv as _conv, grid as _grid  # noqa: E402
+
+
+def _convolution_accumulation(input, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), transposed=False,
+                              output_padding=(0,), groups=1, output_min=None, output_max=None):
+    params = dict(stride=stride, padding=padding, dilation=dilation, transposed=transposed,
+                  output_padding=output_padding, groups=groups)
+    expected = _conv.clamp_optional(_conv.convolution(input, weight, bias, **params), output_min, output_max)
+    return expected, _conv.convolution_magnitude(input, weight, bias, **params)
+
+
+def _conv1d_et_vk(input, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), groups=1, output_min=None,
+                  output_max=None):
+    """``et_vk.conv1d_{pw,dw}`` take ``aten.convolution``'s arguments less ``transposed`` and ``output_padding``."""
+    return _conv.conv_with_clamp(input, weight, bias, stride, padding, dilation, False, (0,), groups, output_min,
+                                 output_max)
+
+
+def _conv1d_et_vk_accumulation(input, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), groups=1,
+                               output_min=None, output_max=None):
+    return _convolution_accumulation(input, weight, bias, stride, padding, dilation, False, (0,), groups,
+                                     output_min, output_max)
+
+
+reference_op("aten.convolution.default", "et_vk.conv2d_gemm.default",
+             accumulation=_convolution_accumulation)(_conv.convolution)
+reference_op("et_vk.conv_with_clamp.default", accumulation=_convolution_accumulation)(_conv.conv_with_clamp)
+reference_op("et_vk.conv1d_dw.default", "et_vk.conv1d_pw.default",
+             accumulation=_conv1d_et_vk_accumulation)(_conv1d_et_vk)
+reference_op("aten.grid_sampler_2d.default")(_grid.grid_sampler_2d)
+reference_op("et_vk.grid_priors.default")(_grid.grid_priors)
+
+
+# matmul, pooling and upsample (Matmul.cpp, Linear.cpp, Pool.cpp, Upsample.cpp)
+from vkdiff.reference import matmul as _matmul, pool as _pool  # noqa: E402
+
+reference_op("aten.mm.default", accumulation=_matmul.mm_accumulation)(_matmul.mm)
+reference_op("aten.bmm.default", accumulation=_matmul.mm_accumulation)(_matmul.bmm)
+reference_op("aten.addmm.default", accumulation=_matmul.addmm_accumulation)(_matmul.addmm)
+reference_op("aten.linear.default", accumulation=_matmul.linear_accumulation)(_matmul.linear)
+reference_op("aten.avg_pool2d.default")(_pool.avg_pool2d)
+reference_op("aten.max_pool2d.default")(_pool.max_pool2d)
+reference_op("aten.max_pool2d_with_indices.default")(_pool.max_pool2d_with_indices)
+reference_op("aten.upsample_nearest2d.vec")(_pool.upsample_nearest2d)
+reference_op("aten.upsample_bilinear2d.vec")(_pool.upsample_bilinear2d)
+
+
+# indexing, concat/split, where, tan and the scalar-binary ops (issue 22)
+from vkdiff.reference import indexing  # noqa: E402
+
+for _op, _fn in {"aten.cat.default": indexing.cat, "aten.split_with_sizes_copy.default": indexing.split_with_sizes_copy,
+                 "aten.gather.default": indexing.gather, "aten.index_select.default": indexing.index_select,
+                 "aten.index.Tensor": indexing.index_tensor, "aten.pixel_shuffle.default": indexing.pixel_shuffle,
+                 "aten.unfold_copy.default": indexing.unfold_copy,
+                 "aten.repeat_interleave.self_int": indexing.repeat_interleave, "aten.where.self": indexing.where,
+                 "aten.tan.default": indexing.tan, "aten.pow.Tensor_Scalar": indexing.pow_scalar,
+                 **{f"aten.{name}.Scalar": indexing.compare_scalar(fn) for name, fn in (
+                     ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                     ("gt", np.greater), ("ge", np.greater_equal))}}.items():
+    reference_op(_op)(_fn)
+
+
+# view / copy / data movement, part 1 (issue 22): Permute, Clone, ToCopy, View, Squeeze, Unsqueeze, Select, Slice,
+# Expand, Repeat, Flip, Pad, ScalarTensor
+from vkdiff.reference import movement  # noqa: E402
+
+for _op, _fn in {"aten.permute.default": aten.permute_copy, "aten.select.int": llm.select_copy,
+                 "aten.slice.Tensor": llm.slice_copy, "aten.expand_copy.default": movement.expand_copy,
+                 "aten.repeat.default": movement.repeat, "aten.flip.default": movement.flip,
+                 "aten.constant_pad_nd.default": movement.constant_pad_nd,
+                 "aten.scalar_tensor.default": movement.scalar_tensor,
+                 "dim_order_ops._to_dim_order_copy.default": movement.to_dim_order_copy}.items():
+    reference_op(_op)(_fn)
+
+EXACT_OPS = frozenset({
+    "aten.permute.default", "aten.permute_copy.default", "aten.clone.default", "aten._to_copy.default",
+    "dim_order_ops._to_dim_order_copy.default", "aten.squeeze_copy.dims", "aten.unsqueeze_copy.default",
+    "aten.select.int", "aten.slice.Tensor", "aten.expand_copy.default", "aten.repeat.default", "aten.flip.default",
+    "aten.constant_pad_nd.default", "aten.scalar_tensor.default"})
+"""Ops that move or convert values without arithmetic: their outputs must equal the reference bit for bit
+(signed zeros and subnormals included; a conversion rounds once, to nearest even, as ATen does)."""

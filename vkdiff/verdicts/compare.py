@@ -158,6 +158,8 @@ class ErrorStatistics:
             ratio_all = np.where(written & ~nan & ~inf, ratio, np.inf)
             nan_count, inf_count = int(nan.sum()), int(inf.sum())
             signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
+        if tolerance.exact:  # an exact op (a copy) must keep the sign of a zero too
+            over = over | ((a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)))
         arithmetic: dict[str, Any] = {}
         if emulated is not None and tolerance.ulps:
             rounding, model_ratio, outside = emulated.closest(a, tolerance.ulps)

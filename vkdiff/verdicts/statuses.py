@@ -32,7 +32,11 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
 
 
 def status_of_exception(exc: BaseException) -> tuple[Status, str]:
-    """Map a pipeline stage's exception to its status and a one-line reason."""
+    """Map a pipeline stage's exception to its status and a one-line reason (a skipped delegate by its cause)."""
+    from vkdiff.executors.program import DelegateSkipped
+
+    if isinstance(exc, DelegateSkipped):
+        return status_of_exception(exc.cause)[0], str(exc)
     for kind, status in _EXCEPTION_STATUS:
         if isinstance(exc, kind):
             return status, str(exc)

@@ -57,6 +57,12 @@ def _float_pair(case: KernelCase, rng: np.random.Generator) -> tuple[np.ndarray,
     return a, b
 
 
+def _lead(flat_a: np.ndarray, flat_b: np.ndarray, edge_a: list[float], edge_b: list[float]) -> None:
+    """Write the edge pairs first, as many as both operands hold (a smaller run below the bound holds fewer)."""
+    n = min(len(edge_a), flat_a.size, flat_b.size)
+    flat_a[:n], flat_b[:n] = edge_a[:n], edge_b[:n]
+
+
 def binary_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     if case.name in LOGICAL:
         a_shape, b_shape = _shapes(case)
@@ -65,15 +71,12 @@ def binary_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     if case.name == "pow":
         flat_a[:] = np.abs(flat_a)
-        edge_a, edge_b = [-2.0, -2.0, -1.5, 0.0, 3.0], [2.0, 3.0, 2.0, 0.0, -1.0]
-        flat_a[:5], flat_b[:5] = edge_a, edge_b
+        _lead(flat_a, flat_b, [-2.0, -2.0, -1.5, 0.0, 3.0], [2.0, 3.0, 2.0, 0.0, -1.0])
         np.clip(flat_b, -4, 4, out=flat_b)
     if case.name == "div_mode":
-        flat_a[:4], flat_b[:4] = [-7.0, 7.0, -1.0, 5.0], [2.0, -2.0, 3.0, 0.5]
+        _lead(flat_a, flat_b, [-7.0, 7.0, -1.0, 5.0], [2.0, -2.0, 3.0, 0.5])
     if case.has("special"):
-        specials = [np.nan, np.inf, -np.inf, 0.0, 1.0]
-        flat_a[-5:] = specials
-        flat_b[-5:] = [1.0, np.inf, 0.0, 0.0, 0.0]
+        _lead(flat_a[::-1], flat_b[::-1], [np.nan, np.inf, -np.inf, 0.0, 1.0][::-1], [1.0, np.inf, 0.0, 0.0, 0.0][::-1])
     args: dict[str, Any] = {"self": a, ("exponent" if case.name == "pow" else "other"): b}
     if case.name == "div_mode":
         args["rounding_mode"] = "trunc" if case.has("trunc") else "floor"

@@ -185,6 +185,9 @@ class ComputeGraph:
         self._executing = False
         self._updated: set[int] = set()
         self._live_ubos: dict[int, dict[str, Any]] = {}
+        self._ubo_owners: dict[int, Tensor] = {}
+        """Every tensor with live UBOs, kept alive: ``_live_ubos`` is keyed by ``id``, which a freed tensor's
+        successor (a layout probe) may reuse."""
         self._prepack_cache: dict[tuple[int | str, str], Tensor] = {}
         self.input_stagings: dict[int, Any] = {}
         """Staging of each graph input, by ``id`` of its tensor (``staging_of``)."""
@@ -260,6 +263,7 @@ class ComputeGraph:
         self.device.queue.write_buffer(ubo, 0, data)
 
     def _live(self, tensor: Tensor, kind: str) -> Any:
+        self._ubo_owners[id(tensor)] = tensor
         owned = self._live_ubos.setdefault(id(tensor), {})
         if kind not in owned:
             owned[kind] = self.uniform(_BLOCKS[kind](tensor.spec), kind)

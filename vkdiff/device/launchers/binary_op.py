@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.common import default_global_wg, val_at
@@ -75,7 +76,7 @@ def add_binary_op_node(graph: ComputeGraph, self: Any, other: Any, alpha: float 
     """``add_binary_op_node``."""
     arg1, arg2 = _operand(graph, self, out), _operand(graph, other, out)
     if not (arg1.spec.info.packed_dim == arg2.spec.info.packed_dim == out.spec.info.packed_dim):
-        raise ValueError(f"binary_{op}: operands and output must share the packed dim")
+        raise EtVkRefusal(f"binary_{op}: operands and output must share the packed dim")
     name = f"binary_{op}_{out.spec.storage}_{SUFFIX[arg1.spec.dtype]}"
     texture = out.spec.storage != "buffer"
     spec = {3: out.spec.hashed_layout, 4: arg1.spec.hashed_layout, 5: arg2.spec.hashed_layout,

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.common import div_up, val_at
@@ -37,7 +38,7 @@ def zp_dtype_mode(dtype: str) -> str:
         return "zpint8"
     if dtype in ("float16", "float32"):
         return "zpinherit"
-    raise ValueError(f"Unsupported per-token zero-point dtype for dq8ca: {dtype}")
+    raise EtVkRefusal(f"Unsupported per-token zero-point dtype for dq8ca: {dtype}")
 
 
 def with_zp_suffix(graph: ComputeGraph, name: str, zp_dtype: str) -> str:

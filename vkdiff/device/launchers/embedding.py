@@ -41,6 +41,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.graph.vtensor import DEFAULT_AXIS_MAP
@@ -70,7 +71,7 @@ def check_embedding_args(weight: Tensor, indices: Tensor, out: Tensor) -> None:
     """``check_embedding_args`` (legacy path): weight height packed, indices and output channels packed."""
     packed = (weight.spec.info.packed_dim, indices.spec.info.packed_dim, out.spec.info.packed_dim)
     if packed != (WHCN_HEIGHT, WHCN_CHANNELS, WHCN_CHANNELS):
-        raise ValueError(f"embedding_legacy: packed dims (weight, indices, out) must be (height, channels, channels) "
+        raise EtVkRefusal(f"embedding_legacy: packed dims (weight, indices, out) must be (height, channels, channels) "
                          f"(WHCN {WHCN_HEIGHT}, {WHCN_CHANNELS}, {WHCN_CHANNELS}), got WHCN {packed}")
 
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch
 from vkdiff.device.graph.staging import prepack_standard
@@ -61,7 +62,7 @@ def add_embedding_q4gsw_node(graph: ComputeGraph, out: Tensor, indices: Tensor, 
     """``add_embedding_q4gsw_node``: one dispatch gathering and dequantizing 32 values per invocation."""
     embed_dim = out.spec.sizes[-1]
     if embed_dim % 32:
-        raise ValueError(f"embedding_q4gsw: embed_dim must be a multiple of 32, got {embed_dim}")
+        raise EtVkRefusal(f"embedding_q4gsw: embed_dim must be a multiple of 32, got {embed_dim}")
     name = embedding_shader(out, weight, scales, is_linear_weight)
     immediates = np.array([group_size, int(is_linear_weight)], dtype=np.int32).tobytes()
     ubo = graph.sizes_ubo(out)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.choose_qparams import with_zp_suffix
@@ -136,7 +137,7 @@ def linear_dq8ca_q4gsw(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor
     """``linear_dq8ca_q4gsw`` → ``quantized_linear_impl`` (per-channel dynamic int8 input, 4-bit group weights)."""
     x, group_size = args["input"], int(args["group_size"])
     if val_at(-1, x.spec.sizes) % 4:
-        raise ValueError(f"linear_dq8ca_q4gsw: K must be a multiple of 4, got {x.spec.sizes}")
+        raise EtVkRefusal(f"linear_dq8ca_q4gsw: K must be a multiple of 4, got {x.spec.sizes}")
     weight = prepack_quantized_linear_weight(graph, args["weights"])
     weight_scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     bias_ref = args.get("bias")

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
@@ -70,7 +71,7 @@ def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef,
     """
     n, k = weights.data.shape[0], weights.data.shape[1] * 2
     if k % 8:
-        raise ValueError(f"linear_q4gsw needs K % 8 == 0, got K={k}")
+        raise EtVkRefusal(f"linear_q4gsw needs K % 8 == 0, got K={k}")
     storage = storage or weight_storage_for(graph.ctx, n, k)
     name = f"pack_q4_linear_weight_{storage}"
     cached = graph.get_cached_prepack(weights, name)
@@ -147,11 +148,11 @@ def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
     x, weights, group_size = args["self"], args["weights"], int(args["group_size"])
     k = val_at(-1, x.spec.sizes)
     if k % 4 or weights.data.shape[1] * 2 != k:
-        raise ValueError(f"linear_q4gsw: input is [..., K]={x.spec.sizes}, weights must be [N, K/2] with K % 4 == 0, "
+        raise EtVkRefusal(f"linear_q4gsw: input is [..., K]={x.spec.sizes}, weights must be [N, K/2] with K % 4 == 0, "
                          f"got {weights.data.shape}")
     n4 = div_up(weights.data.shape[0], 4)
     if args["weight_scales"].data.shape != (k // group_size, n4 * 4):
-        raise ValueError(f"linear_q4gsw: weight_scales must be [K/gs, N4*4] = {(k // group_size, n4 * 4)}, "
+        raise EtVkRefusal(f"linear_q4gsw: weight_scales must be [K/gs, N4*4] = {(k // group_size, n4 * 4)}, "
                          f"got {args['weight_scales'].data.shape}")
     packed = prepack_quantized_linear_weight(graph, weights, weight_storage)
     scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")

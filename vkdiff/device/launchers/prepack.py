@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device import resources
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
@@ -52,11 +53,11 @@ def add_prepack_int8x4_buffer_node(graph: ComputeGraph, ref: TensorRef, tensor: 
     """``add_prepack_int8x4_buffer_node``: one thread per int32 (four int8) of the packed buffer."""
     spec = tensor.spec
     if spec.dtype != INT8X4:
-        raise ValueError(f"nchw_to_int8x4_buffer: output dtype must be {INT8X4}, got {spec.dtype}")
+        raise EtVkRefusal(f"nchw_to_int8x4_buffer: output dtype must be {INT8X4}, got {spec.dtype}")
     if len(spec.sizes) > 4:
-        raise ValueError(f"nchw_to_int8x4_buffer: at most 4 dims, got sizes {list(spec.sizes)}")
+        raise EtVkRefusal(f"nchw_to_int8x4_buffer: at most 4 dims, got sizes {list(spec.sizes)}")
     if spec.storage != "buffer":
-        raise ValueError(f"nchw_to_int8x4_buffer writes a buffer (buffer_meta_ubo); the output is {spec.storage}")
+        raise EtVkRefusal(f"nchw_to_int8x4_buffer writes a buffer (buffer_meta_ubo); the output is {spec.storage}")
     global_wg = (spec.padded_numel // 4, 1, 1)
     graph.dispatch("nchw_to_int8x4_buffer", global_wg=global_wg, local_wg=create_local_wg_size(global_wg),
                    resources=[tensor, int8_staging_words(graph, np.asarray(ref.data)), graph.meta_ubo(tensor)],

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer, write_nchw
 from vkdiff.device.graph.compute import create_local_wg_size
@@ -73,7 +74,7 @@ def prepack_q4_w_4x8_nc_buffer(graph: ComputeGraph, weights: TensorRef) -> Tenso
     """``prepack_q4_w_4x8_nc_buffer``: ``uint8 [N, K/2]`` → int32 ``[K4 * N4_padded * 2]`` (N8-contiguous ivec4)."""
     n, k = weights.data.shape[0], weights.data.shape[1] * 2
     if n % 4 or k % 4:
-        raise ValueError(f"linear_q4gsw (Q4gswLinear.cpp): N and K must be multiples of 4, got N={n}, K={k}")
+        raise EtVkRefusal(f"linear_q4gsw (Q4gswLinear.cpp): N and K must be multiples of 4, got N={n}, K={k}")
     k4, n4 = k // 4, n // 4
     n4_padded = (n4 + 1) & ~1
     packed = graph.add_tensor((k4 * n4_padded * 2,), "int32", "buffer", "width", label="packed_q4_weight")

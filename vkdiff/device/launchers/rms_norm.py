@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.registry import Port, register_op
@@ -75,9 +76,9 @@ def check_rms_norm_args(x: Tensor, out: Tensor) -> None:
     if x.spec.storage == "buffer":
         return
     if x.spec.info.packed_dim != out.spec.info.packed_dim:
-        raise ValueError(f"rms_norm: input ({x.spec.layout}) and output ({out.spec.layout}) must share the packed dim")
+        raise EtVkRefusal(f"rms_norm: input ({x.spec.layout}) and output ({out.spec.layout}) must share the packed dim")
     if x.spec.info.packed_dim != 0:
-        raise ValueError(f"RmsNorm texture path requires width-packed input, got {x.spec.layout}-packed")
+        raise EtVkRefusal(f"RmsNorm texture path requires width-packed input, got {x.spec.layout}-packed")
 
 
 def add_rms_norm_node(graph: ComputeGraph, x: Tensor, weight_data: TensorRef, eps: float, out: Tensor) -> None:

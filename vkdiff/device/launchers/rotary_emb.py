@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, SymInt
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import DEFAULT_AXIS_MAP
@@ -70,7 +71,7 @@ def _size_at(index: int, t: Tensor) -> int:
 def _require(ok: bool, what: str) -> None:
     """``VK_CHECK_COND``."""
     if not ok:
-        raise ValueError(f"rotary embedding (RotaryEmbedding.cpp): check failed: {what}")
+        raise EtVkRefusal(f"rotary embedding (RotaryEmbedding.cpp): check failed: {what}")
 
 
 def check_layouts(*tensors: Tensor) -> None:

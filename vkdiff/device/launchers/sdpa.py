@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
@@ -292,7 +293,7 @@ def add_sdpa_compute_out_node(graph: ComputeGraph, attn_weights_softmax: Tensor,
 def _check(condition: bool, what: str) -> None:
     """``VK_CHECK_COND``."""
     if not condition:
-        raise ValueError(f"sdpa (SDPA.cpp): {what}")
+        raise EtVkRefusal(f"sdpa (SDPA.cpp): {what}")
 
 
 def update_cache_impl(graph: ComputeGraph, value: Tensor, cache: Tensor, input_pos: SymInt | int) -> None:

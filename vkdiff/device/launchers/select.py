@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.common import val_at
 from vkdiff.device.launchers.registry import Port, register_op
@@ -62,20 +63,20 @@ def check_select_args(x: Tensor, dim: int, index: Scalar, out: Tensor) -> None:
     in_ndim = len(in_sizes)
     dim = dim + in_ndim if dim < 0 else dim
     if not 0 <= dim < in_ndim:
-        raise ValueError(f"Dimension out of range (expected to be in range of [{-in_ndim}, {in_ndim - 1}], "
+        raise EtVkRefusal(f"Dimension out of range (expected to be in range of [{-in_ndim}, {in_ndim - 1}], "
                          f"but got {dim})")
     in_size_at_dim = size_at(dim, in_sizes)
     index = index + in_size_at_dim if index < 0 else index
     if not 0 <= index < in_size_at_dim:
-        raise ValueError(f"select(): index {index} out of range for tensor of size {in_size_at_dim} at dimension {dim}")
+        raise EtVkRefusal(f"select(): index {index} out of range for tensor of size {in_size_at_dim} at dimension {dim}")
     if len(out_sizes) != in_ndim - 1:
-        raise ValueError(f"Output tensor dimension mismatch (expected {in_size_at_dim - 1}, but got {len(out_sizes)})")
+        raise EtVkRefusal(f"Output tensor dimension mismatch (expected {in_size_at_dim - 1}, but got {len(out_sizes)})")
     out_idx = 0
     for i in range(in_size_at_dim):
         if i == dim:
             continue
         if size_at(out_idx, out_sizes) != size_at(i, in_sizes):
-            raise ValueError(f"Output size mismatch at dimension {out_idx} (expected {size_at(i, in_sizes)}, "
+            raise EtVkRefusal(f"Output size mismatch at dimension {out_idx} (expected {size_at(i, in_sizes)}, "
                              f"but got {size_at(out_idx, out_sizes)})")
         out_idx += 1
 

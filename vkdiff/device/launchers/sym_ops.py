@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, SymInt
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
@@ -71,7 +72,7 @@ def select_as_symint(graph: ComputeGraph, args: Mapping[str, Any], out: SymInt) 
     dim, index = int(args["dim"]), int(args["index"])
     staging = graph.input_stagings.get(id(x))
     if staging is None:
-        raise ValueError("select_as_symint: the input must be a graph input with a staging buffer "
+        raise EtVkRefusal("select_as_symint: the input must be a graph input with a staging buffer "
                          "(ET-VK reads graph->get_staging(graph->staging_of(x)))")
 
     def resize() -> None:
