@@ -192,6 +192,9 @@ SCHEMA_TEXTS: tuple[str, ...] = (
 """Every schema vkdiff binds, as torch prints it."""
 
 ET_VK_RUNTIME_TEXTS: tuple[str, ...] = (
+    # Q4gswLinear.cpp registers q4gsw_linear under both names; the arguments are linear_q4gsw's
+    "et_vk::q4gsw_linear(Tensor self, Tensor weights, Tensor weight_scales, int group_size, "
+    "Tensor? bias=None) -> Tensor",
     # convolution (Conv2dGemm.cpp, Conv1dDW.cpp, Conv1dPW.cpp)
     "et_vk::conv2d_gemm(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
     "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",

@@ -123,7 +123,7 @@ def _linear_q4gsw_accumulation(self, weights, weight_scales, group_size, bias=No
     return expected, magnitude
 
 
-@reference_op("et_vk.linear_q4gsw.default", accumulation=_linear_q4gsw_accumulation,
+@reference_op("et_vk.linear_q4gsw.default", "et_vk.q4gsw_linear.default", accumulation=_linear_q4gsw_accumulation,
               emulation=_linear_q4gsw_emulation)
 def _linear_q4gsw(self, weights, weight_scales, group_size, bias=None):
     weight = dequantize_q4gsw_weight(weights, weight_scales, group_size, np.shape(self)[-1])

@@ -10,6 +10,7 @@ variants run there. Boundary shapes the C++ tests skip: M > K/2 and M > K, N % 8
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any, Iterator
 
@@ -73,3 +74,18 @@ def linear_q4gsw_suite() -> Iterator[KernelCase]:
     for m, k, n, g, dtype, storage in itertools.product((1, 13), (256, 4096), (40, 4096), (32, 128), DTYPES,
                                                         IO_STORAGES):
         yield linear_case(m, k, n, g, dtype, storage, name="linear_q4gsw_tiled", options=TILED)
+
+
+ALIAS = "et_vk.q4gsw_linear.default"
+
+
+@register_test_suite(ALIAS, make_args=make_args, resizable=("M",))
+def q4gsw_linear_suite() -> Iterator[KernelCase]:
+    """The op's second name (the same C++ function): GEMV and GEMM, bias, both dtypes and storages, below the
+    bound over M (a GEMM graph run at M = 1 switches to the GEMV shader)."""
+    for (m, k, n, g), dtype, storage in itertools.product(((1, 256, 40, 32), (13, 256, 40, 32), (64, 160, 44, 32)),
+                                                          DTYPES, IO_STORAGES):
+        yield dataclasses.replace(linear_case(m, k, n, g, dtype, storage, name="q4gsw_linear"), op=ALIAS)
+    for dtype in DTYPES:
+        yield dataclasses.replace(linear_case(M1, 256, 40, 32, dtype, "buffer", name="q4gsw_linear",
+                                              flags=("bias",)), op=ALIAS)

@@ -34,6 +34,8 @@ from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 
 OP = "et_vk.linear_q4gsw.default"
+OP_ALIAS = "et_vk.q4gsw_linear.default"
+"""The second name ``Q4gswLinear.cpp`` registers for the same ``q4gsw_linear`` function."""
 
 PORTS = (
     Port(file="runtime/graph/ops/impl/Q4gswLinear.cpp",
@@ -142,6 +144,8 @@ def _gemv_node(graph: ComputeGraph, x: Tensor, tin: Tensor, weight: Tensor, scal
                    resize=lambda: graph.virtual_resize(out, out_sizes(x, n)), resize_args=(x,))
 
 
+@register_op(OP_ALIAS, output=resize_q4gsw_linear_node, constants=("weights", "weight_scales", "bias"), ports=PORTS,
+             arithmetic=arithmetic.q4gsw_linear)
 @register_op(OP, output=resize_q4gsw_linear_node, constants=("weights", "weight_scales", "bias"), ports=PORTS,
              arithmetic=arithmetic.q4gsw_linear)
 def q4gsw_linear(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
