@@ -264,8 +264,9 @@ def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:
         return Status.NOT_RUN, f"lowering failed (see the cpu results): {exc}"
     program = lowered.program()
     if not program.vulkan_methods():
-        expected = "" if getattr(case, "expect_delegate", True) else " (as the test expects: expect_no_delegates)"
-        return Status.NOT_RUN, f"the lowered program has no Vulkan delegate{expected}"
+        why = (": the partitioner kept every node on the CPU" if getattr(case, "expect_delegate", True)
+               else " (as the test expects: expect_no_delegates)")
+        return Status.NOT_RUN, f"the lowered program has no Vulkan delegate{why}"
     run = eager_run(case)
     return PreparedProgram(case_id=case.id, program=program, method="forward",
                            steps=[[np.asarray(x) for x in inputs] for inputs in run.inputs], expected=run.outputs,

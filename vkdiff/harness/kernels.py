@@ -120,6 +120,10 @@ class Overlap:
     prepared: int = 0
 
 
+AHEAD = 16
+"""Data ids prepared ahead of the device: a 4096×4096 4-bit linear's reference takes 0.5-0.9 s, and with 2 ahead
+the H100 waited 9% of a sampled run for such references (``benchmarks/bench_overlap.py``)."""
+
 OVERLAP = Overlap()
 """Totals over every ``prepared_stream`` of the process."""
 
@@ -134,7 +138,7 @@ def _timed_prepare(case: KernelCase, session_seed: int) -> Prepared | None:
 
 
 def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
-                    ahead: int = 2) -> Iterator[tuple[KernelCase, Prepared | None]]:
+                    ahead: int = AHEAD) -> Iterator[tuple[KernelCase, Prepared | None]]:
     """Each case with its arguments and reference, prepared once per data id, ``ahead`` data ids in advance.
 
     Preparation runs on one worker thread: numpy's BLAS and ufuncs and wgpu's native calls

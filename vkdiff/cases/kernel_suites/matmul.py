@@ -5,7 +5,7 @@ a tensor second operand runs ``matmul*``, a constant one is prepacked and runs `
 (option ``mat2const`` / ``mat2tensor``); a buffer output with K or N not a multiple of 4 takes
 the scalar shader, else ``*_vec``; 4, 2 or 1 output rows per thread by occupancy
 (``N4 * ceil(M/tile) * B ≥ 4096``: M256-N256 takes 4 rows, M128-N256 two, smaller shapes one);
-a packed weight past ``max-texture-dimension-2d`` rows (K > 65536) is a buffer (``wbuffer``).
+a packed weight past ``max-texture-dimension-2d`` rows (K > 131072 here) is a buffer (``wbuffer``).
 
 Edges: K, N, M ≡ 1, 2, 3 (mod 4); M = 1; bmm batches 1 and > 1 with size-1 dims; linear on 2-D
 and 3-D input, with and without bias; addmm with a ``[N]``, ``[M, N]`` and ``[M, 1]`` bias and
@@ -29,8 +29,9 @@ SMALL = ((13, 7, 6), (5, 8, 12), (1, 9, 3))
 """(M, K, N): M, K, N ≡ 1, 3, 2 (mod 4); all aligned but M; one row."""
 OCCUPANCY = ((130, 6, 256), (256, 5, 256))
 """(M, K, N) whose thread count picks 2 and 4 output rows per thread (M = 130 ≡ 2 mod 4)."""
-WIDE_K = (1, 65540, 3)
-"""K4 = 16385 packed rows: past lavapipe's (and most GPUs') 16384 2-D texture limit → buffer weight."""
+WIDE_K = (1, 131076, 3)
+"""K4 = 32769 packed rows: past the 2-D texture limit of lavapipe (16384) and of NVIDIA's driver (32768) → buffer
+weight (at K = 65540 the H100 keeps a texture, so the case's declared route differs per device)."""
 BMM = ((1, 13, 7, 6), (3, 5, 8, 12), (2, 1, 5, 1), (3, 7, 1, 6), (4, 64, 4, 256))
 """(B, M, K, N): batch 1; aligned K, N; M = N = 1; K = 1; 4 rows per thread through the batch."""
 ADDMM_BIAS = ("bias_n", "bias_mn", "bias_m1")
