@@ -34,6 +34,8 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "et_vk::apply_rotary_emb_hf(Tensor xq, Tensor xk, Tensor freqs_cos, Tensor freqs_sin, SymInt start_pos) -> "
     "(Tensor, Tensor)",
     "et_vk::sdpa(Tensor q, Tensor k, Tensor v, Tensor? attn_mask=None, float? scale=None) -> Tensor",
+    # RoPE and per-row qparams (issue 22): RotaryEmbedding.cpp's EdgeTAM variant
+    "et_vk::apply_rotary_emb_interleaved(Tensor x, Tensor freqs_cis) -> Tensor",
     "et_vk::prepack(Tensor x) -> Tensor",
     # torchao: affine quantization primitives
     "torchao::choose_qparams_affine(Tensor? input, str mapping_type, SymInt[] block_size, ScalarType target_dtype, "
@@ -202,6 +204,10 @@ ET_VK_RUNTIME_TEXTS: tuple[str, ...] = (
     "SymInt[] dilation, SymInt groups, Scalar? output_min=None, Scalar? output_max=None) -> Tensor",
     "et_vk::conv1d_pw(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
     "SymInt[] dilation, SymInt groups, Scalar? output_min=None, Scalar? output_max=None) -> Tensor",
+    # RoPE and per-row qparams (issue 22): ChooseQParams.cpp's choose_qparams_per_row reads (input, quant_min,
+    # quant_max, input_scales, input_zps): the two outputs are arguments the caller allocates
+    "etvk::choose_qparams_per_row(Tensor input, int? quant_min, int? quant_max, Tensor(a!) input_scales, "
+    "Tensor(b!) input_zps) -> (Tensor(a!), Tensor(b!))",
 )
 """Ops ET-VK's C++ registers that no Python library defines (``custom_ops_lib.py`` has none): written by vkdiff
 from the argument order their C++ reads (``conv2d_gemm_op``: ``aten.convolution``'s; ``conv1d_{dw,pw}``: the

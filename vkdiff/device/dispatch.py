@@ -89,8 +89,8 @@ def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
     except CacheCorruptError as exc:
         record_repair(exc)
         path.unlink(missing_ok=True)
-    baked = spirv.rewrite_combined_samplers(spirv.rewrite_integer_smod(
-        spirv.bake_spec_constants(spv, dict(spec_constants), local_size)))
+    baked = spirv.rewrite_combined_samplers(spirv.rewrite_integer_smod(spirv.fold_float_conversions(
+        spirv.bake_spec_constants(spv, dict(spec_constants), local_size))))
     module, clamped = spirv.clamp_infinite_constants(baked)
     write_entry(path, int(clamped).to_bytes(4, "little") + module)
     return module, clamped

@@ -363,6 +363,45 @@ def rewrite_integer_smod(spv: bytes) -> bytes:
     return merged.tobytes()
 
 
+OP_SPEC_CONSTANT_OP, OP_FCONVERT = 52, 115
+
+
+def fold_float_conversions(spv: bytes) -> bytes:
+    """Replace each ``OpSpecConstantOp FConvert`` of a float constant by the converted ``OpConstant``.
+
+    Baked spec constants leave ``OpSpecConstantOp %half FConvert %float_const`` behind (SDPA's
+    ``inv_scale`` in its half buffer shaders); spirv-opt's folding keeps it and naga rejects it.
+    The value is converted as a Vulkan float32 → float16 conversion rounds (to nearest even).
+    """
+    words = words_of(spv)
+    widths: dict[int, int] = {}
+    values: dict[int, tuple[int, int]] = {}
+    found = []
+    for at, op, ops in instructions(words):
+        if op == OP_TYPE_FLOAT:
+            widths[int(ops[0])] = int(ops[1])
+        elif op == OP_CONSTANT and int(ops[0]) in widths and len(ops) == 3:
+            values[int(ops[1])] = (widths[int(ops[0])], int(ops[2]))
+        elif op == OP_SPEC_CONSTANT_OP and int(ops[2]) == OP_FCONVERT and int(ops[3]) in values:
+            found.append((at, int(ops[0]), int(ops[1]), int(ops[3])))
+    if not found:
+        return spv
+    parts, last = [words[:5]], 5
+    for at, result_type, result, operand in found:
+        width, bits = values[operand]
+        value = np.array([bits], np.uint32).view(np.float32)[0] if width == 32 else \
+            np.array([bits], np.uint16).view(np.float16)[0]
+        target = widths.get(result_type)
+        if target not in (16, 32):
+            return spv
+        converted = int((np.float16 if target == 16 else np.float32)(value).view(
+            np.uint16 if target == 16 else np.uint32))
+        parts += [words[last:at], np.array([(4 << 16) | OP_CONSTANT, result_type, result, converted], np.uint32)]
+        last = at + 5
+    parts.append(words[last:])
+    return np.concatenate(parts).astype("<u4").tobytes()
+
+
 FINITE_FOR_INFINITE = {32: {0x7F800000: 0x7F7FFFFF, 0xFF800000: 0xFF7FFFFF}, 16: {0x7C00: 0x7BFF, 0xFC00: 0xFBFF}}
 """Bits of +inf / -inf by float width → the largest finite value of that sign."""
 

@@ -49,6 +49,7 @@ def eager_run(case: ModelCase) -> EagerRun:
     if case.id not in _EAGER_CACHE:
         import torch
 
+        from vkdiff.harness.dynamic import below_bound_calls
         from vkdiff.harness.models import eager, flat_outputs
         from vkdiff.capture import quiet_libraries
 
@@ -63,7 +64,9 @@ def eager_run(case: ModelCase) -> EagerRun:
                 tokens.append(int(np.argmax(outputs[-1])))
                 if step < case.decode_steps:
                     calls.append(case.decode(calls[step], tokens[-1]))
-            for more in case.more_calls:
+            more_calls = case.more_calls or (below_bound_calls(model, inputs, case.dynamic_shapes)
+                                             if case.dynamic_shapes is not None and case.decode is None else ())
+            for more in more_calls:
                 calls.append(more)
                 outputs.append(flat_outputs(model(*more)))
         _EAGER_CACHE.clear()

@@ -321,3 +321,17 @@ EXACT_OPS = frozenset({
     "aten.constant_pad_nd.default", "aten.scalar_tensor.default"})
 """Ops that move or convert values without arithmetic: their outputs must equal the reference bit for bit
 (signed zeros and subnormals included; a conversion rounds once, to nearest even, as ATen does)."""
+
+
+# RoPE and per-row qparams (issue 22): et_vk.apply_rotary_emb_interleaved, etvk.choose_qparams_per_row
+from vkdiff.reference.quant import choose_qparams_per_row  # noqa: E402
+
+reference_op("et_vk.apply_rotary_emb_interleaved.default", accumulation=llm.apply_rotary_emb_interleaved_accumulation)(
+    llm.apply_rotary_emb_interleaved)
+reference_op("etvk.choose_qparams_per_row.default")(choose_qparams_per_row)
+
+
+# SDPA without a KV cache (SDPA.cpp: llama.custom_sdpa, et_vk.sdpa) and update_cache's in-place write: issue 22.
+reference_op("llama.custom_sdpa.default", accumulation=llm.custom_sdpa_accumulation)(llm.custom_sdpa)
+reference_op("et_vk.sdpa.default", accumulation=llm.fused_sdpa_accumulation)(llm.fused_sdpa)
+reference_op("llama.update_cache.default")(llm.update_cache)

@@ -63,6 +63,7 @@ __all__ = [
     "quantize_per_tensor",
     "dequantize_per_tensor",
     "choose_qparams_per_row_etvk",
+    "choose_qparams_per_row",
 ]
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -711,3 +712,44 @@ def choose_qparams_per_row_etvk(
         scale.astype(x.dtype).reshape(lead),
         zp.astype(zero_point_dtype).reshape(lead),
     )
+
+
+def _fbgemm_qparams(lo: float, hi: float, qmin: int, qmax: int) -> tuple[float, int]:
+    """fbgemm's ``ChooseQuantizationParams`` as ET-VK's test states it: double arithmetic, float32 scale."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / (qmax - qmin)
+    with np.errstate(divide="ignore", over="ignore"):
+        if np.float32(scale) == 0 or np.isinf(np.float32(1) / np.float32(scale)):
+            scale = 0.1
+    if scale < float(ETVK_SMALL_SCALE):
+        original, scale = float(np.float32(scale)), float(ETVK_SMALL_SCALE)
+        if lo == 0:
+            hi = float(ETVK_SMALL_SCALE * np.float32(qmax - qmin))
+        elif hi == 0:
+            lo = float(-ETVK_SMALL_SCALE * np.float32(qmax - qmin))
+        else:
+            amplifier = float(np.float32(ETVK_SMALL_SCALE / np.float32(original)))
+            lo, hi = float(np.float32(lo * amplifier)), float(np.float32(hi * amplifier))
+    from_min, from_max = qmin - lo / scale, qmax - hi / scale
+    z = from_min if abs(qmin) - abs(lo / scale) < abs(qmax) - abs(hi / scale) else from_max
+    zero_point = qmin if z < qmin else qmax if z > qmax else int(np.rint(np.float32(z)))
+    return float(np.float32(scale)), zero_point
+
+
+def choose_qparams_per_row(input, quant_min: Optional[int] = None, quant_max: Optional[int] = None,
+                           input_scales=None, input_zps=None) -> tuple[np.ndarray, np.ndarray]:
+    """``etvk.choose_qparams_per_row``: per row of ``input [..., H, K]``, over all ``K`` values, the asymmetric
+    qparams of ``test_choose_qparams_per_row.cpp``'s reference (the op's only definition; int8 range by default).
+
+    Returns ``(scales, zero_points)`` of shape ``[H]`` (the caller's ``input_scales`` rank, as the C++ resize keeps
+    it); zero points in ``input_zps``' dtype (int8, or the float dtype of the ``zpinherit`` shaders).
+    """
+    x = np.asarray(input, np.float64)
+    qmin = -128 if quant_min is None else int(quant_min)
+    qmax = 127 if quant_max is None else int(quant_max)
+    rows = x.reshape(-1, x.shape[-2], x.shape[-1])[0]
+    pairs = [_fbgemm_qparams(float(r.min()), float(r.max()), qmin, qmax) for r in rows]
+    shape = (*np.shape(input_scales)[:-1], x.shape[-2]) if input_scales is not None else (x.shape[-2],)
+    scales = np.array([p[0] for p in pairs], np.float64).reshape(shape)
+    zp_dtype = np.asarray(input_zps).dtype if input_zps is not None else np.dtype(np.int8)
+    return scales, np.array([p[1] for p in pairs]).astype(zp_dtype).reshape(shape)

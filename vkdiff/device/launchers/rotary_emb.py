@@ -28,8 +28,16 @@ be width packed with the standard axis map.
   layouts and ``partial_rotary`` (1 when ``rotary_dim < head_dim``: the tail passes through);
 * global ``(div_up_4(D), Hq, S)`` (``rotary_embedding_hf_global_wg_size``).
 
-Not ported: ``et_vk.apply_rotary_emb_interleaved`` (registered in the same file; it has no
-schema in ``vkdiff.datamodel.schemas``).
+``apply_rotary_emb_interleaved`` (``add_rotary_embedding_interleaved_node``, EdgeTAM's pairs with a
+fused ``(cos, sin)`` table):
+
+* checks: ``x`` is 3-D ``[B, N, C]`` with ``C % 4 == 0``; ``freqs_cis`` holds ``N * C`` elements at any
+  rank; ``x`` and ``out`` width packed with the standard axis map; ``freqs_cis`` in a buffer (the
+  partitioner pins it there: ``placements``);
+* variant ``apply_rotary_emb_interleaved_<out storage>_<out dtype>``; UBO ``meta_ubo(out)``; spec
+  constant id 3: ``hashed_layout_of(out)``; no push constants;
+* global ``(div_up_4(C), N, B)`` (``rotary_embedding_interleaved_global_wg_size``, which checks the
+  output is 3-D), one texel per invocation; resize: ``out`` takes ``x``'s sizes.
 """
 
 from __future__ import annotations
@@ -48,11 +56,14 @@ from vkdiff.device.resources import Tensor
 
 OP = "et_vk.apply_rotary_emb.default"
 OP_HF = "et_vk.apply_rotary_emb_hf.default"
+OP_INTERLEAVED = "et_vk.apply_rotary_emb_interleaved.default"
 
 PORTS = (Port(file="runtime/graph/ops/impl/RotaryEmbedding.cpp",
               functions=("apply_rotary_emb", "add_rotary_embedding_node", "rotary_embedding_global_wg_size",
                          "resize_rotary_embedding_node", "apply_rotary_emb_hf", "add_rotary_embedding_hf_node",
-                         "rotary_embedding_hf_global_wg_size"),
+                         "rotary_embedding_hf_global_wg_size", "apply_rotary_emb_interleaved",
+                         "add_rotary_embedding_interleaved_node", "rotary_embedding_interleaved_global_wg_size",
+                         "resize_rotary_embedding_interleaved_node"),
               sha256="60ea1c3a6278fe964a8f4356cf15fae1d6b2f1b86ca46a21b442a01e494c8463",
               tree="executorch main cff6f4dd32"),)
 
@@ -165,3 +176,49 @@ def apply_rotary_emb_hf(graph: ComputeGraph, args: Mapping[str, Any], out: tuple
     xq_out, xk_out = out
     add_rotary_embedding_hf_node(graph, args["xq"], args["xk"], args["freqs_cos"], args["freqs_sin"],
                                  args["start_pos"], xq_out, xk_out)
+
+
+def resize_rotary_embedding_interleaved_output(args: Mapping[str, Any],
+                                               dtype: Any = None) -> tuple[tuple[int, ...], Any]:
+    """``resize_rotary_embedding_interleaved_node`` on numpy arguments: ``out`` like ``x``."""
+    x = np.asarray(args["x"])
+    return x.shape, x.dtype
+
+
+def rotary_embedding_interleaved_global_wg_size(out: Tensor) -> tuple[int, int, int]:
+    """``rotary_embedding_interleaved_global_wg_size``: ``(div_up_4(C), N, B)`` of a 3-D output."""
+    _require(len(out.spec.sizes) == 3, f"3-D output, got {list(out.spec.sizes)}")
+    b, n, c = out.spec.sizes
+    return (div_up(c, 4), n, b)
+
+
+def add_rotary_embedding_interleaved_node(graph: ComputeGraph, x: Tensor, freqs_cis: Tensor, out: Tensor) -> None:
+    """``add_rotary_embedding_interleaved_node``."""
+    sizes = tuple(x.spec.sizes)
+    _require(len(sizes) == 3, f"x is 3-D [B, N, C], got {list(sizes)}")
+    _require(sizes[2] % 4 == 0, f"C % 4 == 0, got C={sizes[2]}")
+    _require(int(np.prod(freqs_cis.spec.sizes)) == sizes[1] * sizes[2], "freqs_cis numel == N * C")
+    check_layouts(x, out)
+    _require(freqs_cis.spec.storage == "buffer", "freqs_cis in buffer storage")
+    name = f"apply_rotary_emb_interleaved_{out.spec.storage}_{SUFFIX[out.spec.dtype]}"
+
+    def resize_rotary_embedding_interleaved_node() -> None:
+        graph.virtual_resize(out, x.spec.sizes)
+
+    graph.dispatch(name, global_wg=lambda: rotary_embedding_interleaved_global_wg_size(out),
+                   resources=[out, x, freqs_cis, graph.meta_ubo(out)], spec={3: out.spec.hashed_layout},
+                   resize=resize_rotary_embedding_interleaved_node)
+
+
+@register_op(OP_INTERLEAVED, output=resize_rotary_embedding_interleaved_output, constants=(), ports=PORTS,
+             placements={"freqs_cis": "buffer:width"})
+def apply_rotary_emb_interleaved(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
+    """``apply_rotary_emb_interleaved``: ``et_vk.apply_rotary_emb_interleaved(x, freqs_cis) -> out``.
+
+    Args:
+        graph (ComputeGraph): the graph the node joins.
+        args (Mapping[str, Any]): ``x [B, N, C]``; ``freqs_cis`` of ``N * C`` elements (``[N, C]`` or
+            ``[1, N, C/2, 2]``), flat ``(cos, sin)`` pairs.
+        out (Tensor): the output, allocated at ``x``'s maximal sizes.
+    """
+    add_rotary_embedding_interleaved_node(graph, args["x"], args["freqs_cis"], out)

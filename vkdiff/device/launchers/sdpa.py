@@ -70,7 +70,7 @@ SHADER_OVERRIDE_FORCE_NON_GQA, SHADER_OVERRIDE_FORCE_GQA, SHADER_OVERRIDE_FORCE_
 """``kShaderOverride*`` (``SDPA.h``): the test-only knob of ``add_sdpa_compute_out_node``."""
 
 
-def _size_at(index: int, tensor: Tensor) -> int:
+def size_at(index: int, tensor: Tensor) -> int:
     return val_at(index, tensor.spec.sizes)
 
 
@@ -97,23 +97,23 @@ class SDPADims:
 
 def compute_sdpa_dims(graph: ComputeGraph, q: Tensor, k: Tensor | None, input_pos: SymInt | int) -> SDPADims:
     """``compute_sdpa_dims`` (``SDPAMode::LLM``): Q ``[1, S, H, D]``, K ``[1, C_max, H_kv, D]``."""
-    seq_len = _size_at(-3, q)
-    return SDPADims(H=_size_at(-2, q), S=seq_len, D=_size_at(-1, q),
+    seq_len = size_at(-3, q)
+    return SDPADims(H=size_at(-2, q), S=seq_len, D=size_at(-1, q),
                     context_len=seq_len + graph.read_symint(input_pos),
-                    max_context_len=_size_at(-3, k) if k is not None else 0)
+                    max_context_len=size_at(-3, k) if k is not None else 0)
 
 
 def is_single_token(q: Tensor) -> bool:
     """``is_single_token``: decode (S == 1)."""
-    return _size_at(-3, q) == 1
+    return size_at(-3, q) == 1
 
 
-def _storage(tensor: Tensor) -> str:
+def storage_suffix(tensor: Tensor) -> str:
     """``add_storage_type_suffix``."""
     return tensor.spec.storage
 
 
-def _dtype(tensor: Tensor) -> str:
+def dtype_suffix(tensor: Tensor) -> str:
     """``add_dtype_suffix``."""
     return SUFFIX[tensor.spec.dtype]
 
@@ -124,9 +124,9 @@ def _dtype(tensor: Tensor) -> str:
 def resize_sdpa_attn_weights_node(graph: ComputeGraph, attn_weights: Tensor, q: Tensor,
                                   input_pos: SymInt | int) -> None:
     """``resize_sdpa_attn_weights_node`` (LLM): ``[1, Hq, align_up_4(S), align_up_4(S + input_pos)]``."""
-    seq_len = _size_at(-3, q)
+    seq_len = size_at(-3, q)
     context_len = seq_len + graph.read_symint(input_pos)
-    graph.virtual_resize(attn_weights, (1, _size_at(-2, q), _align_up_4(seq_len), _align_up_4(context_len)))
+    graph.virtual_resize(attn_weights, (1, size_at(-2, q), _align_up_4(seq_len), _align_up_4(context_len)))
 
 
 def resize_sdpa_attn_weights_softmax_node(graph: ComputeGraph, attn_weights_softmax: Tensor,
@@ -145,7 +145,7 @@ def resize_sdpa_out_node(graph: ComputeGraph, out: Tensor, q: Tensor) -> None:
 
 def kv_cache_update_global_wg_size(projected: Tensor) -> tuple[int, int, int]:
     """``kv_cache_update_global_wg_size``: ``(div_up_4(D), S, H)`` of the projected k or v."""
-    return div_up(_size_at(-1, projected), 4), _size_at(-3, projected), _size_at(-2, projected)
+    return div_up(size_at(-1, projected), 4), size_at(-3, projected), size_at(-2, projected)
 
 
 def use_gqa_av_coop(num_q_heads: int, num_kv_heads: int) -> bool:
@@ -180,7 +180,7 @@ def resolve_use_tile2(graph: ComputeGraph, shader_override: int | None = None) -
 def pick_sdpa_qk_shader(q: Tensor, k_cache: Tensor) -> str:
     """``pick_sdpa_qk_shader`` (LLM): coop for a single token, else tiled."""
     kind = "_coop" if is_single_token(q) else "_tiled"
-    return f"sdpa_compute_attn_weights{kind}_{_storage(q)}_{_storage(k_cache)}_{_dtype(q)}"
+    return f"sdpa_compute_attn_weights{kind}_{storage_suffix(q)}_{storage_suffix(k_cache)}_{dtype_suffix(q)}"
 
 
 def pick_sdpa_qk_global_wg_size(graph: ComputeGraph, q: Tensor, k: Tensor,
@@ -199,7 +199,7 @@ def pick_sdpa_coop_or_square_local_wg_size(shader: str, global_wg: tuple[int, in
 
 def pick_sdpa_softmax_global_wg_size(q: Tensor) -> tuple[int, int, int]:
     """``pick_sdpa_softmax_global_wg_size`` (LLM): ``(1, S, Hq)``."""
-    return 1, _size_at(-3, q), _size_at(-2, q)
+    return 1, size_at(-3, q), size_at(-2, q)
 
 
 def pick_sdpa_softmax_local_wg_size() -> tuple[int, int, int]:
@@ -212,13 +212,13 @@ def pick_sdpa_av_shader(graph: ComputeGraph, out: Tensor, v_cache: Tensor, q: Te
     """``pick_sdpa_av_shader`` (LLM): tiled for S > 1; for one token gqa_coop[_tile2] or coop."""
     name = "sdpa_compute_out"
     if is_single_token(q):
-        if resolve_use_gqa(_size_at(-2, q), _size_at(-2, v_cache), shader_override):
+        if resolve_use_gqa(size_at(-2, q), size_at(-2, v_cache), shader_override):
             name += "_gqa_coop" + ("_tile2" if resolve_use_tile2(graph, shader_override) else "")
         else:
             name += "_coop"
     else:
         name += "_tiled"
-    return f"{name}_{_storage(out)}_{_storage(v_cache)}_{_dtype(out)}"
+    return f"{name}_{storage_suffix(out)}_{storage_suffix(v_cache)}_{dtype_suffix(out)}"
 
 
 def pick_sdpa_av_global_wg_size(graph: ComputeGraph, shader: str, q: Tensor, v_cache: Tensor,
@@ -228,7 +228,7 @@ def pick_sdpa_av_global_wg_size(graph: ComputeGraph, shader: str, q: Tensor, v_c
     n4, m4 = div_up(d.D, 4), div_up(d.S, 4)
     if "_gqa_coop" in shader:
         x_dim = div_up(n4, 2) if "_tile2" in shader else n4
-        return x_dim, m4, _size_at(-2, v_cache) * d.B
+        return x_dim, m4, size_at(-2, v_cache) * d.B
     return n4, m4, d.H * d.B
 
 
@@ -238,7 +238,7 @@ def pick_sdpa_av_global_wg_size(graph: ComputeGraph, shader: str, q: Tensor, v_c
 def add_sdpa_kv_cache_update_node(graph: ComputeGraph, input_pos: SymInt | int, projected: Tensor,
                                   cache: Tensor) -> None:
     """``add_sdpa_kv_cache_update_node``: write the projected k or v at ``input_pos`` of the cache."""
-    name = f"sdpa_kv_cache_update_{_storage(cache)}_{_storage(projected)}_{_dtype(projected)}"
+    name = f"sdpa_kv_cache_update_{storage_suffix(cache)}_{storage_suffix(projected)}_{dtype_suffix(projected)}"
     graph.dispatch(name, global_wg=lambda: kv_cache_update_global_wg_size(projected), local_wg=None,
                    resources=[cache, projected, graph.sizes_ubo(cache), graph.sizes_ubo(projected),
                               graph.symint_ubo(input_pos)],
@@ -261,7 +261,7 @@ def add_sdpa_compute_attn_weights_node(graph: ComputeGraph, q: Tensor, k: Tensor
 def add_sdpa_attn_weights_softmax_node(graph: ComputeGraph, attn_weights: Tensor, q: Tensor, k: Tensor,
                                        input_pos: SymInt | int, attn_weights_softmax: Tensor) -> None:
     """``add_sdpa_attn_weights_softmax_node`` (LLM)."""
-    name = f"sdpa_attn_weights_softmax_{_storage(attn_weights_softmax)}_{_dtype(attn_weights_softmax)}"
+    name = f"sdpa_attn_weights_softmax_{storage_suffix(attn_weights_softmax)}_{dtype_suffix(attn_weights_softmax)}"
     graph.dispatch(name, global_wg=lambda: pick_sdpa_softmax_global_wg_size(q),
                    local_wg=pick_sdpa_softmax_local_wg_size,
                    resources=[attn_weights_softmax, attn_weights, graph.sizes_ubo(q), graph.sizes_ubo(k),
@@ -273,7 +273,7 @@ def add_sdpa_attn_weights_softmax_node(graph: ComputeGraph, attn_weights: Tensor
 def add_sdpa_compute_out_node(graph: ComputeGraph, attn_weights_softmax: Tensor, v: Tensor, q: Tensor,
                               input_pos: SymInt | int, out: Tensor, shader_override: int | None = None) -> None:
     """``add_sdpa_compute_out_node`` (LLM, ``k`` = ``kDummyValueRef`` as ``sdpa_impl`` passes it)."""
-    num_q_heads, num_kv_heads = _size_at(-2, q), _size_at(-2, v)
+    num_q_heads, num_kv_heads = size_at(-2, q), size_at(-2, v)
     spec: dict[int, int | float] = {}
     if resolve_use_gqa(num_q_heads, num_kv_heads, shader_override):
         spec = {3: 1.0, 4: num_q_heads // num_kv_heads}
@@ -290,7 +290,7 @@ def add_sdpa_compute_out_node(graph: ComputeGraph, attn_weights_softmax: Tensor,
 # -- ops --------------------------------------------------------------------------------------------------------
 
 
-def _check(condition: bool, what: str) -> None:
+def check_cond(condition: bool, what: str) -> None:
     """``VK_CHECK_COND``."""
     if not condition:
         raise EtVkRefusal(f"sdpa (SDPA.cpp): {what}")
@@ -298,9 +298,9 @@ def _check(condition: bool, what: str) -> None:
 
 def update_cache_impl(graph: ComputeGraph, value: Tensor, cache: Tensor, input_pos: SymInt | int) -> None:
     """``update_cache_impl``: checks, then ``add_sdpa_kv_cache_update_node``."""
-    _check(_size_at(-4, value) == 1 and _size_at(-4, cache) == 1, "batch must be 1")
-    _check(_size_at(-1, value) == _size_at(-1, cache), "head dim of value and cache differ")
-    _check(_size_at(-2, value) == _size_at(-2, cache), "heads of value and cache differ")
+    check_cond(size_at(-4, value) == 1 and size_at(-4, cache) == 1, "batch must be 1")
+    check_cond(size_at(-1, value) == size_at(-1, cache), "head dim of value and cache differ")
+    check_cond(size_at(-2, value) == size_at(-2, cache), "heads of value and cache differ")
     add_sdpa_kv_cache_update_node(graph, input_pos, value, cache)
 
 
@@ -311,9 +311,9 @@ def _max_buffer_numel(graph: ComputeGraph) -> int:
 
 def attn_weight_full_sizes(graph: ComputeGraph, q: Tensor, k_cache: Tensor) -> tuple[int, int, int, int]:
     """``sdpa_impl``'s temporaries: ``[1, Hq, align_up_4(max S), align_up_4(C_max)]``, S clamped for buffers."""
-    num_q_heads, max_seq_len = _size_at(-2, q), _size_at(-3, q)
-    padded_context_len = _align_up_4(_size_at(-3, k_cache))
-    if _storage(q) == "buffer":
+    num_q_heads, max_seq_len = size_at(-2, q), size_at(-3, q)
+    padded_context_len = _align_up_4(size_at(-3, k_cache))
+    if storage_suffix(q) == "buffer":
         limit = _max_buffer_numel(graph)
         if num_q_heads * _align_up_4(max_seq_len) * padded_context_len >= limit:
             max_seq_len = limit // (num_q_heads * padded_context_len)
@@ -324,18 +324,18 @@ def attn_weight_full_sizes(graph: ComputeGraph, q: Tensor, k_cache: Tensor) -> t
 def sdpa_impl(graph: ComputeGraph, q: Tensor, k_cache: Tensor, v_cache: Tensor, input_pos: SymInt | int,
               args: Mapping[str, Any], out: Tensor) -> None:
     """``sdpa_impl``: checks, the two temporaries, attention weights, softmax and output nodes."""
-    _check(_size_at(-4, q) == 1 and _size_at(-4, k_cache) == 1 and _size_at(-4, v_cache) == 1, "batch must be 1")
-    _check(tuple(k_cache.spec.sizes) == tuple(v_cache.spec.sizes), "k and v caches differ in shape")
-    _check(_size_at(-1, q) == _size_at(-1, k_cache), "head dim of q and the cache differ")
-    _check(all(t.spec.layout == "width" for t in (q, k_cache, v_cache)), "q and the caches must be width packed")
-    _check(args.get("drpout_p") is None or float(args["drpout_p"]) == 0, "dropout_p must be 0")
-    _check(args.get("scale") is None, "scale must be None")
-    _check(args.get("is_causal") is None or bool(args["is_causal"]), "is_causal must be true")
-    _check(args.get("attn_mask") is None, "attn_mask must be None")
+    check_cond(size_at(-4, q) == 1 and size_at(-4, k_cache) == 1 and size_at(-4, v_cache) == 1, "batch must be 1")
+    check_cond(tuple(k_cache.spec.sizes) == tuple(v_cache.spec.sizes), "k and v caches differ in shape")
+    check_cond(size_at(-1, q) == size_at(-1, k_cache), "head dim of q and the cache differ")
+    check_cond(all(t.spec.layout == "width" for t in (q, k_cache, v_cache)), "q and the caches must be width packed")
+    check_cond(args.get("drpout_p") is None or float(args["drpout_p"]) == 0, "dropout_p must be 0")
+    check_cond(args.get("scale") is None, "scale must be None")
+    check_cond(args.get("is_causal") is None or bool(args["is_causal"]), "is_causal must be true")
+    check_cond(args.get("attn_mask") is None, "attn_mask must be None")
     sizes = attn_weight_full_sizes(graph, q, k_cache)
-    attn_weights = graph.add_tensor(sizes, q.spec.dtype, _storage(q), "width", label="attn_weights")
-    attn_weights_softmax = graph.add_tensor(sizes, q.spec.dtype, _storage(q), "width", label="attn_weights_softmax")
-    scale_val = float(np.float32(1.0) / np.sqrt(np.float32(_size_at(-1, q))))
+    attn_weights = graph.add_tensor(sizes, q.spec.dtype, storage_suffix(q), "width", label="attn_weights")
+    attn_weights_softmax = graph.add_tensor(sizes, q.spec.dtype, storage_suffix(q), "width", label="attn_weights_softmax")
+    scale_val = float(np.float32(1.0) / np.sqrt(np.float32(size_at(-1, q))))
     add_sdpa_compute_attn_weights_node(graph, q, k_cache, input_pos, scale_val, attn_weights)
     add_sdpa_attn_weights_softmax_node(graph, attn_weights, q, k_cache, input_pos, attn_weights_softmax)
     add_sdpa_compute_out_node(graph, attn_weights_softmax, v_cache, q, input_pos, out)
@@ -355,7 +355,7 @@ def resize_update_cache(args: Mapping[str, Any], dtype: Any = None) -> tuple[tup
 
 def _cache_like(graph: ComputeGraph, data: TensorRef, q: Tensor, label: str) -> Tensor:
     """``add_tensor_like(cache_data, storage of q, kWidthPacked)``: a new, uninitialised tensor, bound as state."""
-    cache = graph.add_tensor(np.shape(data.data), np.asarray(data.data).dtype.name, _storage(q), "width", label=label)
+    cache = graph.add_tensor(np.shape(data.data), np.asarray(data.data).dtype.name, storage_suffix(q), "width", label=label)
     bind_state = getattr(graph, "bind_state", None)
     if bind_state is not None:
         bind_state(data, cache)
