@@ -12,6 +12,8 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import os
+import threading
 import time
 import traceback
 from collections import deque
@@ -120,12 +122,17 @@ class Overlap:
     prepared: int = 0
 
 
-AHEAD = 16
-"""Data ids prepared ahead of the device: a 4096×4096 4-bit linear's reference takes 0.5-0.9 s, and with 2 ahead
-the H100 waited 9% of a sampled run for such references (``benchmarks/bench_overlap.py``)."""
+PREPARE_THREADS = max(1, min(4, (os.cpu_count() or 1) // 4))
+"""Threads preparing references (each with BLAS capped at one thread): a run of 4096×4096 linears needs more than
+one to stay ahead of a fast GPU; a 2-core machine keeps one."""
+AHEAD = 32
+"""Data ids prepared ahead of the device. A 4096×4096 4-bit linear's reference takes 0.5-0.9 s: with 2 ahead and
+one thread the H100 waited 9% of a sampled run for references, with 32 ahead and 4 threads 0.0% of the full
+suite (``benchmarks/bench_overlap.py``)."""
 
 OVERLAP = Overlap()
 """Totals over every ``prepared_stream`` of the process."""
+_OVERLAP_LOCK = threading.Lock()
 
 
 def _timed_prepare(case: KernelCase, session_seed: int) -> Prepared | None:
@@ -133,20 +140,21 @@ def _timed_prepare(case: KernelCase, session_seed: int) -> Prepared | None:
     try:
         return prepare_or_none(case, session_seed)
     finally:
-        OVERLAP.preparing += time.perf_counter() - tick
-        OVERLAP.prepared += 1
+        with _OVERLAP_LOCK:
+            OVERLAP.preparing += time.perf_counter() - tick
+            OVERLAP.prepared += 1
 
 
 def prepared_stream(cases: Sequence[KernelCase], session_seed: int = 0,
                     ahead: int = AHEAD) -> Iterator[tuple[KernelCase, Prepared | None]]:
     """Each case with its arguments and reference, prepared once per data id, ``ahead`` data ids in advance.
 
-    Preparation runs on one worker thread: numpy's BLAS and ufuncs and wgpu's native calls
-    release the GIL, so the next reference is computed while the device runs the current
-    case. A preparation that raised yields None (see ``prepare_or_none``).
+    Preparation runs on ``PREPARE_THREADS`` worker threads: numpy's BLAS and ufuncs and wgpu's
+    native calls release the GIL, so the next references are computed while the device runs the
+    current case; cases are yielded in order. A preparation that raised yields None (see ``prepare_or_none``).
     """
     groups = iter([list(group) for _, group in itertools.groupby(cases, key=lambda c: c.data_id)])
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vkdiff-prepare") as pool:
+    with ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="vkdiff-prepare") as pool:
         queue: deque[tuple[list[KernelCase], Future]] = deque()
 
         def submit_next() -> None:
