@@ -49,15 +49,22 @@ PLANTED = {
 
 @pytest.mark.parametrize("case_id", PLANTED)
 def test_bisect_knob_reduces_a_failure_behind_two_knobs_to_exactly_those(case_id, et_tree, capsys, monkeypatch):
-    real, faulty = kernels.launch, PLANTED[case_id][0]
+    real, faulty = kernels.build, PLANTED[case_id][0]
 
-    def launch(ctx, case, prepared):
-        launched = real(ctx, case, prepared)
-        if faulty(case):
-            launched.output = launched.output + launched.output.dtype.type(1)
-        return launched
+    def build(ctx, case, prepared):
+        graph = real(ctx, case, prepared)
+        launch = graph.launch
 
-    monkeypatch.setattr(kernels, "launch", launch)
+        def faulty_launch():
+            launched = launch()
+            if faulty(case):
+                launched.output = launched.output + launched.output.dtype.type(1)
+            return launched
+
+        graph.launch = faulty_launch
+        return graph
+
+    monkeypatch.setattr(kernels, "build", build)
     code = cli.main(["bisect", "knob", case_id, "--et-src", str(et_tree)])
     out = capsys.readouterr().out
     assert code == 1

@@ -45,7 +45,8 @@ def _without_torch(*argv: str) -> subprocess.CompletedProcess:
 def test_a_runner_without_torch_judges_the_saved_delegates_like_the_full_stack(saved, tmp_path, et_tree):
     full, artifacts = saved
     bare = tmp_path / "bare.jsonl"
-    done = _without_torch("run", "--from-artifacts", str(artifacts), "--et-src", str(et_tree), "--results", str(bare))
+    done = _without_torch("run", "--suite", "models", "--from-artifacts", str(artifacts), "--et-src", str(et_tree),
+                          "--results", str(bare))
     assert bare.exists(), done.stderr[-2000:]
     ours, theirs = _device_results(full), _device_results(bare)
     assert len(ours) == 2 and ours.keys() == theirs.keys()

@@ -23,13 +23,13 @@ def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     ``[1, T]`` int32 indices drawn with repeats over the whole vocabulary (first and last rows included)."""
     v, d, g, t = (case.size(k) for k in "VDgT")
     indices = rng.integers(0, v, (1, t)).astype(np.int32)
-    indices[0, :2] = (0, v - 1)
+    indices[0, :2] = np.array([0, v - 1])[:t]
     return {"weight": rng.integers(0, 256, (v, d // 2), dtype=np.uint8),
             "weight_scales": (rng.uniform(0.5, 1.5, (v, d // g)) / 8).astype(case.np_dtype),
             "group_size": g, "indices": indices, "is_linear_weight": case.has("linear_weight")}
 
 
-@register_test_suite(OP, make_args=make_args, sampled=False)
+@register_test_suite(OP, make_args=make_args, sampled=False, resizable=("T",))
 def embedding_q4gsw_suite() -> Iterator[KernelCase]:
     for (v, d, g, t), dtype, storage, flags in itertools.product(SHAPES, DTYPES, IO_STORAGES,
                                                                  ((), ("linear_weight",))):

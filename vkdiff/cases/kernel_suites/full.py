@@ -50,7 +50,9 @@ def _register(name: str) -> None:
         yield from _cases(name)
 
     suite.__qualname__ = f"{name}_suite"
-    register_test_suite(f"aten.{name}.default", make_args=full_args)(suite)
+    # ``full``, ``zeros``, ``ones`` are sized by a scalar list (fixed at build); the ``*_like`` ops follow ``self``.
+    register_test_suite(f"aten.{name}.default", make_args=full_args,
+                        resizable=tuple("NCHW") if name.endswith("_like") else ())(suite)
 
 
 for _name in OPS:

@@ -47,6 +47,11 @@ def _data(shape: Sequence[int], case: KernelCase, rng: np.random.Generator) -> n
     return (rng.standard_normal(tuple(shape)) * 2).astype(case.np_dtype)
 
 
+def _sizes(case: KernelCase) -> tuple[int, ...]:
+    """The input's sizes as the case names them (the table's at the bound, smaller below it)."""
+    return tuple(v for k, v in case.shape if k in "NCHW")
+
+
 def edge_indices(count: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` int32 indices into ``size``: 0, ``size - 1`` and a repeat of 0 first, the rest random."""
     index = rng.integers(0, size, count)
@@ -73,6 +78,7 @@ def cat_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"tensors": [_data(s, case, rng) for s in shapes], "dim": dim}
 
 
+# Not resizable: every named size is the concat dim of some label, whose parts the table fixes.
 @register_test_suite("aten.cat.default", make_args=cat_args)
 def cat_suite() -> Iterator[KernelCase]:
     for label, (shapes, dim) in CAT.items():
@@ -135,15 +141,17 @@ longer index, along channels, a negative dim (ATen normalizes it), and rank 1.""
 
 
 def gather_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
-    shape, index_shape, dim = GATHER[case.flags[0]]
+    _, table_index, dim = GATHER[case.flags[0]]
+    shape = _sizes(case)
+    index_shape = tuple(i if d == dim % len(shape) else min(i, s) for d, (i, s) in enumerate(zip(table_index, shape)))
     size = shape[dim]
     index = rng.integers(0, size, index_shape).astype(np.int32)
     flat = index.reshape(-1)
-    flat[:3] = [0, size - 1, 0]
+    flat[:3] = [0, size - 1, 0][: flat.size]
     return {"self": _data(shape, case, rng), "dim": dim, "index": index}
 
 
-@register_test_suite("aten.gather.default", make_args=gather_args)
+@register_test_suite("aten.gather.default", make_args=gather_args, resizable=("N", "C", "H", "W"))
 def gather_suite() -> Iterator[KernelCase]:
     for label, (shape, _, _) in GATHER.items():
         layouts = ("width", "channels") if label in ("dim2", "dim0") else ("width",)
@@ -188,7 +196,8 @@ INDEX_TENSOR: dict[str, tuple[tuple[int, ...], int]] = {
 
 
 def index_tensor_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
-    shape, count = INDEX_TENSOR[case.flags[0]]
+    _, count = INDEX_TENSOR[case.flags[0]]
+    shape = _sizes(case)
     index = edge_indices(count, shape[0], rng)
     if case.has("neg"):
         index[3:] -= shape[0]
@@ -196,7 +205,7 @@ def index_tensor_args(case: KernelCase, rng: np.random.Generator) -> dict[str, A
     return {"self": _data(shape, case, rng), "indices": [index]}
 
 
-@register_test_suite("aten.index.Tensor", make_args=index_tensor_args)
+@register_test_suite("aten.index.Tensor", make_args=index_tensor_args, resizable=("N", "C", "H", "W"))
 def index_tensor_suite() -> Iterator[KernelCase]:
     for label, (shape, _) in INDEX_TENSOR.items():
         storages = STORAGES if len(shape) == 1 else ("buffer",)
@@ -216,11 +225,12 @@ PIXEL_SHUFFLE: dict[str, tuple[tuple[int, ...], int]] = {
 
 
 def pixel_shuffle_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
-    shape, r = PIXEL_SHUFFLE[case.flags[0]]
-    return {"self": _data(shape, case, rng), "upscale_factor": r}
+    _, r = PIXEL_SHUFFLE[case.flags[0]]
+    return {"self": _data(_sizes(case), case, rng), "upscale_factor": r}
 
 
-@register_test_suite("aten.pixel_shuffle.default", make_args=pixel_shuffle_args)
+# C does not shrink: it stays a multiple of the squared upscale factor.
+@register_test_suite("aten.pixel_shuffle.default", make_args=pixel_shuffle_args, resizable=("N", "H", "W"))
 def pixel_shuffle_suite() -> Iterator[KernelCase]:
     for label, (shape, _) in PIXEL_SHUFFLE.items():
         layouts = ("width",) if label == "rank3" else ("width", "channels")
@@ -237,11 +247,12 @@ as large as the dim."""
 
 
 def unfold_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
-    shape, dim, size, step = UNFOLD[case.flags[0]]
-    return {"self": _data(shape, case, rng), "dimension": dim, "size": size, "step": step}
+    _, dim, size, step = UNFOLD[case.flags[0]]
+    return {"self": _data(_sizes(case), case, rng), "dimension": dim, "size": size, "step": step}
 
 
-@register_test_suite("aten.unfold_copy.default", make_args=unfold_args)
+# Only C shrinks: N, H and W are each some label's unfolded dim, which must keep ``size`` elements.
+@register_test_suite("aten.unfold_copy.default", make_args=unfold_args, resizable=("C",))
 def unfold_suite() -> Iterator[KernelCase]:
     for label, (shape, _, _, _) in UNFOLD.items():
         for dtype in FLOATS:
@@ -258,11 +269,12 @@ REPEAT_INTERLEAVE: dict[str, tuple[tuple[int, ...], int, int, str]] = {
 
 
 def repeat_interleave_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
-    shape, dim, repeats, _ = REPEAT_INTERLEAVE[case.flags[0]]
-    return {"self": _data(shape, case, rng), "repeats": repeats, "dim": dim}
+    _, dim, repeats, _ = REPEAT_INTERLEAVE[case.flags[0]]
+    return {"self": _data(_sizes(case), case, rng), "repeats": repeats, "dim": dim}
 
 
-@register_test_suite("aten.repeat_interleave.self_int", make_args=repeat_interleave_args)
+@register_test_suite("aten.repeat_interleave.self_int", make_args=repeat_interleave_args,
+                     resizable=("N", "C", "H", "W"))
 def repeat_interleave_suite() -> Iterator[KernelCase]:
     for label, (shape, _, _, layout) in REPEAT_INTERLEAVE.items():
         dtypes = FLOATS + (("int32",) if label == "h2" else ())
@@ -283,18 +295,25 @@ WHERE: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
 along the packed width, rank 1 and rank 4."""
 
 
+def _follow(table: tuple[int, ...], table_x: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, ...]:
+    """A broadcast operand's shape for ``self`` of sizes ``x``: its size-1 dims stay, the rest follow ``x``."""
+    return tuple(1 if t == 1 and tx != 1 else s for t, tx, s in zip(table, table_x[-len(table):], x[-len(table):]))
+
+
 def where_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
-    cond, x, other = WHERE[case.flags[0]]
+    table_cond, table_x, table_other = WHERE[case.flags[0]]
+    x = _sizes(case)
+    cond, other = (_follow(t, table_x, x) for t in (table_cond, table_other))
     condition = rng.random(cond) < 0.5
     flat = condition.reshape(-1)
-    flat[:2] = [True, False]
+    flat[:2] = [True, False][: flat.size]
     a, b = _data(x, case, rng), _data(other, case, rng)
-    if case.has("nan"):
+    if case.has("nan") and min(a.size, b.size) >= 2:
         a.reshape(-1)[0], b.reshape(-1)[1], a.reshape(-1)[1], b.reshape(-1)[0] = np.nan, np.nan, np.inf, -np.inf
     return {"condition": condition, "self": a, "other": b}
 
 
-@register_test_suite("aten.where.self", make_args=where_args)
+@register_test_suite("aten.where.self", make_args=where_args, resizable=("N", "C", "H", "W"))
 def where_suite() -> Iterator[KernelCase]:
     for label, (_, x, _) in WHERE.items():
         layouts = ("width", "channels") if label == "same" else ("width",)

@@ -76,6 +76,7 @@ def embedding_suite() -> Iterator[KernelCase]:
                          shape=(("V", v), ("D", d), ("B", b), ("T", t)), dtype=dtype, storage=storage)
 
 
+# Not resizable: each of N, C, H, W is some case's sliced dim, which the scalar arguments fix.
 @register_test_suite("aten.slice_copy.Tensor", make_args=slice_args, sampled=False)
 def slice_copy_suite() -> Iterator[KernelCase]:
     for (sizes, dim, start, end, step), (dtype, storage) in itertools.product(SLICE_CASES, _knobs()):
@@ -83,6 +84,7 @@ def slice_copy_suite() -> Iterator[KernelCase]:
         yield KernelCase(op="aten.slice_copy.Tensor", name="slice_copy", shape=shape, dtype=dtype, storage=storage)
 
 
+# Not resizable: each of N, C, H, W is some case's selected dim, which the scalar arguments fix.
 @register_test_suite("aten.select_copy.int", make_args=select_args, sampled=False)
 def select_copy_suite() -> Iterator[KernelCase]:
     for (sizes, dim, index), (dtype, storage) in itertools.product(SELECT_CASES, _knobs()):

@@ -85,7 +85,7 @@ def rotary_hf_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]
             "start_pos": case.size("P")}
 
 
-@register_test_suite(RMS_NORM, make_args=rms_norm_args, sampled=False)
+@register_test_suite(RMS_NORM, make_args=rms_norm_args, sampled=False, resizable=("N", "C", "H", "B", "T"))
 def rms_norm_suite() -> Iterator[KernelCase]:
     for shape, dtype, storage in itertools.product(RMS_NORM_SHAPES, DTYPES, STORAGES):
         yield KernelCase(op=RMS_NORM, name="rms_norm", shape=shape, dtype=dtype, storage=storage)
@@ -98,7 +98,7 @@ def rotary_suite() -> Iterator[KernelCase]:
                          dtype=dtype, storage=storage)
 
 
-@register_test_suite(ROTARY_HF, make_args=rotary_hf_args, sampled=False)
+@register_test_suite(ROTARY_HF, make_args=rotary_hf_args, sampled=False, resizable=("T",))
 def rotary_hf_suite() -> Iterator[KernelCase]:
     for (t, hq, hkv, d, r, p), dtype, storage in itertools.product(ROTARY_HF_SHAPES, DTYPES, STORAGES):
         yield KernelCase(op=ROTARY_HF, name="apply_rotary_emb_hf",

@@ -97,7 +97,7 @@ def _mnk(m: int, k: int, n: int) -> tuple[tuple[str, int], ...]:
     return (("M", m), ("K", k), ("N", n))
 
 
-@register_test_suite("aten.mm.default", make_args=make_args)
+@register_test_suite("aten.mm.default", make_args=make_args, resizable=("M",))
 def mm_suite() -> Iterator[KernelCase]:
     for (m, k, n), storage, kind in itertools.product(SMALL + OCCUPANCY, STORAGES, MAT2_KINDS):
         stem = "linear" if kind == "const" else "matmul"
@@ -112,7 +112,7 @@ def mm_suite() -> Iterator[KernelCase]:
                     wbuffer=True)
 
 
-@register_test_suite("aten.bmm.default", make_args=make_args)
+@register_test_suite("aten.bmm.default", make_args=make_args, resizable=("M",))  # B also sizes mat2, a constant
 def bmm_suite() -> Iterator[KernelCase]:
     for (b, m, k, n), storage, kind in itertools.product(BMM, STORAGES, MAT2_KINDS):
         stem = "linear" if kind == "const" else "matmul"
@@ -123,6 +123,7 @@ def bmm_suite() -> Iterator[KernelCase]:
                     expected_route("matmul", m, k, n, storage, b=b), "tensor")
 
 
+# Not resizable: the bias ``self`` is a constant and the ``[M, N]`` / ``[M, 1]`` forms are sized by M.
 @register_test_suite("aten.addmm.default", make_args=make_args)
 def addmm_suite() -> Iterator[KernelCase]:
     for (m, k, n), storage, kind, bias in itertools.product(SMALL[:2], STORAGES, MAT2_KINDS, ADDMM_BIAS):
@@ -139,7 +140,7 @@ def addmm_suite() -> Iterator[KernelCase]:
                     kind, flags=("bias_mn",))
 
 
-@register_test_suite("aten.linear.default", make_args=make_args)
+@register_test_suite("aten.linear.default", make_args=make_args, resizable=("Bx", "M"))
 def linear_suite() -> Iterator[KernelCase]:
     for (m, k, n), storage, bias in itertools.product(SMALL + OCCUPANCY, STORAGES, (False, True)):
         flags = ("bias",) if bias else ()

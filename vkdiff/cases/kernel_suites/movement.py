@@ -32,6 +32,10 @@ TIES16 = (1 + 2.0**-11, 1 + 3 * 2.0**-11, -(1 + 2.0**-11), 2049.0, 2051.0, 65519
 and a value just past it."""
 
 
+ALL_DIMS = ("E", "N", "C", "H", "W")
+"""Every size of the input: the ops below whose resize functions follow all of them shrink each one."""
+
+
 def _names(shape: Sequence[int]) -> tuple[tuple[str, int], ...]:
     """Sizes named by position (``N``, ``C``, ``H``, ``W``; a fifth leading dim is ``E``)."""
     return tuple(zip("ENCHW"[5 - len(shape):], (int(s) for s in shape)))
@@ -115,14 +119,14 @@ def _permute_cases(op: str, name: str, storages: Sequence[str]) -> Iterator[Kern
         yield _case(op, name, (3, 5, 6), "int32", storage, flags=("p2.0.1",))
 
 
-@register_test_suite("aten.permute_copy.default", make_args=permute_args)
+@register_test_suite("aten.permute_copy.default", make_args=permute_args, resizable=ALL_DIMS)
 def permute_copy_suite() -> Iterator[KernelCase]:
     yield from _permute_cases("aten.permute_copy.default", "permute_copy", STORAGES)
     yield _case("aten.permute_copy.default", "permute_copy", (2, 3, 1, 5, 6), "fp32", "buffer",
                 flags=("p4.0.3.1.2",))
 
 
-@register_test_suite("aten.permute.default", make_args=permute_args)
+@register_test_suite("aten.permute.default", make_args=permute_args, resizable=ALL_DIMS)
 def permute_suite() -> Iterator[KernelCase]:
     yield from _permute_cases("aten.permute.default", "permute", ("texture3d",))
 
@@ -142,7 +146,7 @@ def clone_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "memory_format": None}
 
 
-@register_test_suite("aten.clone.default", make_args=clone_args)
+@register_test_suite("aten.clone.default", make_args=clone_args, resizable=ALL_DIMS)
 def clone_suite() -> Iterator[KernelCase]:
     for shape, dtype, (storage, layout, options) in itertools.product(((3, 5, 6), (2, 1, 7, 9)), DTYPES,
                                                                       CLONE_ROUTES):
@@ -182,7 +186,7 @@ def to_copy_suite() -> Iterator[KernelCase]:
     yield _case("aten._to_copy.default", "_to_copy", (3, 5, 6), "fp32", "texture3d", flags=("tofp16", "ties"))
 
 
-@register_test_suite("dim_order_ops._to_dim_order_copy.default", make_args=to_copy_args)
+@register_test_suite("dim_order_ops._to_dim_order_copy.default", make_args=to_copy_args, resizable=ALL_DIMS)
 def to_dim_order_copy_suite() -> Iterator[KernelCase]:
     op, name = "dim_order_ops._to_dim_order_copy.default", "_to_dim_order_copy"
     for src, dst in (("fp32", "fp32"), ("fp16", "fp16"), ("int32", "int32"), *CONVERSIONS[1:]):
@@ -225,7 +229,7 @@ def unsqueeze_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]
     return {"self": values(case, rng, _shape(case)), "dim": case.size("dim")}
 
 
-@register_test_suite("aten.unsqueeze_copy.default", make_args=unsqueeze_args)
+@register_test_suite("aten.unsqueeze_copy.default", make_args=unsqueeze_args, resizable=ALL_DIMS)
 def unsqueeze_copy_suite() -> Iterator[KernelCase]:
     for (shape, dim), dtype, storage in _grid(UNSQUEEZES):
         yield _case("aten.unsqueeze_copy.default", "unsqueeze_copy", shape, dtype, storage, extra=(("dim", dim),))
@@ -246,7 +250,7 @@ def select_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "dim": case.size("dim"), "index": case.size("index")}
 
 
-@register_test_suite("aten.select.int", make_args=select_args)
+@register_test_suite("aten.select.int", make_args=select_args, resizable=("N", "H"))  # C and W are selected from
 def select_suite() -> Iterator[KernelCase]:
     for (shape, dim, index), dtype, storage in _grid(SELECTS):
         yield _case("aten.select.int", "select", shape, dtype, storage, extra=(("dim", dim), ("index", index)))
@@ -291,6 +295,7 @@ def expand_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "size": dec(_flag(case, "to")), "implicit": False}
 
 
+# Not resizable: the output is sized by the scalar ``size`` list, which cannot follow the input.
 @register_test_suite("aten.expand_copy.default", make_args=expand_args)
 def expand_copy_suite() -> Iterator[KernelCase]:
     for (shape, size), dtype, storage in _grid(EXPANDS):
@@ -311,7 +316,7 @@ def repeat_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "repeats": dec(_flag(case, "r"))}
 
 
-@register_test_suite("aten.repeat.default", make_args=repeat_args)
+@register_test_suite("aten.repeat.default", make_args=repeat_args, resizable=ALL_DIMS)
 def repeat_suite() -> Iterator[KernelCase]:
     for (shape, reps), dtype, storage in _grid(REPEATS):
         yield _case("aten.repeat.default", "repeat", shape, dtype, storage, flags=(f"r{enc(reps)}",))
@@ -330,7 +335,7 @@ def flip_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "dims": dec(_flag(case, "f"))}
 
 
-@register_test_suite("aten.flip.default", make_args=flip_args)
+@register_test_suite("aten.flip.default", make_args=flip_args, resizable=ALL_DIMS)
 def flip_suite() -> Iterator[KernelCase]:
     """Flip takes channels-packed textures only (``check_flip_args``, and the partitioner's
     ``CHANNELS_PACKED_TEXTURE``)."""
@@ -357,7 +362,8 @@ def pad_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "pad": dec(_flag(case, "p")), "value": fill}
 
 
-@register_test_suite("aten.constant_pad_nd.default", make_args=pad_args)
+# H and W do not shrink: the cropping pads would leave them empty.
+@register_test_suite("aten.constant_pad_nd.default", make_args=pad_args, resizable=("N", "C"))
 def constant_pad_nd_suite() -> Iterator[KernelCase]:
     for (shape, pad, fill), dtype, storage in _grid(PADS):
         if fill == "big" and dtype == "fp16":

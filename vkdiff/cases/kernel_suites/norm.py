@@ -98,6 +98,7 @@ GROUP_SHAPES = (((2, 6, 5, 7), 3), ((1, 9, 3, 3), 3), ((2, 3, 1, 5), 1), ((1, 8,
 """Channels 6, 9, 3, 8, 4 (≡ 2, 1, 3, 0, 0 mod 4); 1, 2, 3 and C channels per group; size-1 dims."""
 
 
+# Not resizable: its ``N`` and ``HxW`` are scalar arguments (see the module docstring).
 @register_test_suite("aten.native_group_norm.default", make_args=group_norm_args)
 def native_group_norm_suite() -> Iterator[KernelCase]:
     op = "aten.native_group_norm.default"

@@ -46,6 +46,8 @@ UPSAMPLE: dict[str, dict[str, Any]] = {
 }
 """Output size or scale factors by flag, for a 4x6 input plane."""
 HALF_NEAR_MAX = 60000.0
+POOL_RESIZABLE = ("N", "C")
+"""Sizes that shrink below the bound; H and W do not: at 1 a 2-wide or dilated window (and ``x0p5``) has no output."""
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
@@ -100,17 +102,17 @@ def _max_cases(op: str) -> Iterator[KernelCase]:
     yield _case(op, POOL_SHAPES[1], "fp16", ("k3s2p1", "big"))
 
 
-@register_test_suite("aten.max_pool2d.default", make_args=make_args)
+@register_test_suite("aten.max_pool2d.default", make_args=make_args, resizable=POOL_RESIZABLE)
 def max_pool2d_suite() -> Iterator[KernelCase]:
     yield from _max_cases("max_pool2d")
 
 
-@register_test_suite("aten.max_pool2d_with_indices.default", make_args=make_args)
+@register_test_suite("aten.max_pool2d_with_indices.default", make_args=make_args, resizable=POOL_RESIZABLE)
 def max_pool2d_with_indices_suite() -> Iterator[KernelCase]:
     yield from _max_cases("max_pool2d_with_indices")
 
 
-@register_test_suite("aten.avg_pool2d.default", make_args=make_args)
+@register_test_suite("aten.avg_pool2d.default", make_args=make_args, resizable=POOL_RESIZABLE)
 def avg_pool2d_suite() -> Iterator[KernelCase]:
     windows = ("k2s2", "k3s2p1", "k3x2s1x2p1x0")
     for shape, window in itertools.product(POOL_SHAPES, windows):
@@ -134,11 +136,11 @@ def _upsample_cases(op: str) -> Iterator[KernelCase]:
     yield _case(op, UPSAMPLE_SHAPES[0], "fp16", ("o7x9", "big"))
 
 
-@register_test_suite("aten.upsample_nearest2d.vec", make_args=make_args)
+@register_test_suite("aten.upsample_nearest2d.vec", make_args=make_args, resizable=POOL_RESIZABLE)
 def upsample_nearest2d_suite() -> Iterator[KernelCase]:
     yield from _upsample_cases("upsample_nearest2d")
 
 
-@register_test_suite("aten.upsample_bilinear2d.vec", make_args=make_args)
+@register_test_suite("aten.upsample_bilinear2d.vec", make_args=make_args, resizable=POOL_RESIZABLE)
 def upsample_bilinear2d_suite() -> Iterator[KernelCase]:
     yield from _upsample_cases("upsample_bilinear2d")

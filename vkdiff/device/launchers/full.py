@@ -35,18 +35,22 @@ def resize_full_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[
     return tuple(shape), np.dtype(dtype) if dtype is not None else like
 
 
-def add_full_node(graph: ComputeGraph, fill: float, out: Tensor) -> None:
-    """``add_full_node``."""
+def add_full_node(graph: ComputeGraph, size_or_in: Any, fill: float, out: Tensor) -> None:
+    """``add_full_node``: resized to the ``*_like`` input's sizes (``resize_full_node``; a size list is fixed)."""
     name = f"full_{out.spec.storage}_{SUFFIX[out.spec.dtype]}"
+    like = isinstance(size_or_in, Tensor)
     graph.dispatch(lambda: name, global_wg=lambda: default_global_wg(out),
                    resources=[out, graph.meta_ubo(out), graph.uniform(np.array([fill], np.float32).tobytes(), "fill")],
-                   spec={3: out.spec.hashed_layout})
+                   spec={3: out.spec.hashed_layout},
+                   resize=(lambda: graph.virtual_resize(out, size_or_in.spec.sizes)) if like else None,
+                   resize_args=(size_or_in,) if like else ())
 
 
 def _register(op: str, fixed: float | None) -> None:
     @register_op(op, output=resize_full_node, constants=(), ports=PORTS)
     def full(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
-        add_full_node(graph, float(args["fill_value"]) if fixed is None else fixed, out)
+        size_or_in = args["self"] if "self" in args else args["size"]
+        add_full_node(graph, size_or_in, float(args["fill_value"]) if fixed is None else fixed, out)
 
     full.__qualname__ = f"full_{op.split('.')[1]}"
 
