@@ -165,7 +165,9 @@ def read_raw(device: Any, tensor: Tensor) -> np.ndarray:
         with watchdog.waiting(what):
             raw = gpu_call(DispatchError, what, device.queue.read_buffer, tensor.handle)
         return np.frombuffer(raw, dtype=tensor.dtype)[: int(np.prod(tensor.buffer_shape))].copy()
-    width, height, depth = tensor.spec.extents if tensor.spec is not None else layouts.texture_extent(tensor.shape)
+    spec = tensor.allocated or tensor.spec  # the whole image as allocated, whatever sizes it was resized to
+    width, height, depth = (tuple(max(e, 1) for e in spec.extents) if spec is not None
+                            else layouts.texture_extent(tensor.shape))
     with watchdog.waiting(what):
         raw = gpu_call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
                        {"bytes_per_row": width * 4 * tensor.dtype.itemsize, "rows_per_image": height},

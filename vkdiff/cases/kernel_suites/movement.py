@@ -176,7 +176,7 @@ def to_copy_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {**args, "memory_format": None}
 
 
-@register_test_suite("aten._to_copy.default", make_args=to_copy_args)
+@register_test_suite("aten._to_copy.default", make_args=to_copy_args, resizable=ALL_DIMS)
 def to_copy_suite() -> Iterator[KernelCase]:
     for (src, dst), storage in itertools.product(CONVERSIONS, STORAGES):
         flags = (f"to{dst}",) + (("special",) if src == dst else ())
@@ -272,7 +272,7 @@ def slice_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
             "end": None if case.has("noend") else end, "step": case.size("step")}
 
 
-@register_test_suite("aten.slice.Tensor", make_args=slice_args)
+@register_test_suite("aten.slice.Tensor", make_args=slice_args, resizable=ALL_DIMS)
 def slice_suite() -> Iterator[KernelCase]:
     for (shape, dim, start, end, step), dtype, storage in _grid(SLICES):
         extra = (("dim", dim), ("start", start)) + ((("end", end),) if end is not None else ()) + (("step", step),)
