@@ -35,7 +35,7 @@ def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
             "keepdim": False}
 
 
-@register_test_suite(OP, make_args=make_args, sampled=False)
+@register_test_suite(OP, make_args=make_args, sampled=False, resizable=("M",))
 def choose_qparams_suite() -> Iterator[KernelCase]:
     for (m, k), dtype, storage, flags in itertools.product(SHAPES, ("fp32", "fp16"), ("buffer", "texture3d"),
                                                            ((), ("fpzp",))):

@@ -59,7 +59,7 @@ def make_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
             "bias": None}
 
 
-@register_test_suite(OP, make_args=make_args, sampled=False)
+@register_test_suite(OP, make_args=make_args, sampled=False, resizable=("M",))
 def linear_dq8ca_q4gsw_suite() -> Iterator[KernelCase]:
     for (m, k, n, g), dtype, storage in itertools.product(GRID + BOUNDARY, ("fp32", "fp16"), ("buffer", "texture3d")):
         if dtype == "fp32" or k >= 256:
