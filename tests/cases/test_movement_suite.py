@@ -148,10 +148,15 @@ def test_host_ports_compute_what_the_cpp_does():
     ("_to_dim_order_copy[C3-H5-W6-fp32-buffer-tofp16-ties]", "view_convert_buffer_float_half"),
 ])
 def test_routes_dispatch_their_shader_and_match_bit_for_bit(et_ctx, case_id, variant):
+    """At its sizes every route is exact; below them only a known finding may fail (the blit has no resize)."""
+    from vkdiff.verdicts import expectations
+
     case = next(iter(all_cases("^" + re.escape(case_id) + "$")))
-    result = run_case(et_ctx, case)
+    result = expectations.annotate(run_case(et_ctx, case))
     assert result.shader == variant
-    assert result.status == "PASS", result.reason
+    assert result.status == "PASS" or (result.reason.startswith("below the bound: ") and
+                                       result.expectation["outcome"] == "known"), result.reason
+    assert result.metrics["max_abs"] == 0 and result.metrics["mismatches"] == 0
 
 
 def test_a_copy_that_loses_the_sign_of_zero_fails(et_ctx):
