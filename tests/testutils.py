@@ -113,3 +113,18 @@ def seeded_rng(name: str):
     import numpy as np
 
     return np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
+
+
+def coverage_gaps(tree: Path, *cpp_files: str) -> tuple[set[str], dict[str, list[str]]]:
+    """The ops ``cpp_files`` of the tree register, and each one's missing launcher, reference or suite."""
+    from vkdiff import reference
+    from vkdiff.cases.kernels import load_suites
+    from vkdiff.device.launchers import LAUNCHERS
+    from vkdiff.harness.coverage import REGISTER
+
+    impl = tree / "backends/vulkan/runtime/graph/ops/impl"
+    registered = {op for name in cpp_files for op in REGISTER.findall((impl / name).read_text())}
+    suites = load_suites()
+    gaps = {op: [what for what, table in (("launcher", LAUNCHERS), ("reference", reference.OPS), ("suite", suites))
+                 if op not in table] for op in registered}
+    return registered, {op: missing for op, missing in gaps.items() if missing}

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vkdiff import reference
+from tests.testutils import coverage_gaps
 from vkdiff.cases.kernel_suites import matmul
-from vkdiff.cases.kernels import all_cases, load_suites
+from vkdiff.cases.kernels import all_cases
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers import LAUNCHERS
 from vkdiff.device.launchers.linear import tiled_kernel_base
@@ -31,13 +31,8 @@ def _case(case_id: str):
 
 @pytest.mark.parametrize("cpp,count", [("Matmul.cpp", 3), ("Linear.cpp", 1)])
 def test_every_op_the_cpp_registers_is_covered(et_tree, cpp, count):
-    source = (et_tree / f"backends/vulkan/runtime/graph/ops/impl/{cpp}").read_text()
-    registered = set(re.findall(r"VK_REGISTER_OP\(([\w.]+),", source))
-    assert len(registered) == count
-    suites = load_suites()
-    gaps = {op: [name for name, ok in (("launcher", op in LAUNCHERS), ("reference", op in reference.OPS),
-                                       ("suite", op in suites)) if not ok] for op in registered}
-    assert not {op: g for op, g in gaps.items() if g}
+    registered, gaps = coverage_gaps(et_tree, cpp)
+    assert len(registered) == count and not gaps
 
 
 def _picked(case) -> str:

@@ -3,15 +3,12 @@ reference and a suite, and the suite's windows, sizes and inputs reach the edges
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
-from vkdiff import reference
+from tests.testutils import coverage_gaps
 from vkdiff.cases.kernel_suites import pool
-from vkdiff.cases.kernels import all_cases, load_suites
-from vkdiff.device.launchers import LAUNCHERS
+from vkdiff.cases.kernels import all_cases
 from vkdiff.reference.pool import pool_output_size
 
 POOLS = r"^(max_pool2d|max_pool2d_with_indices|avg_pool2d)\["
@@ -24,13 +21,8 @@ def _args(case) -> dict:
 
 @pytest.mark.parametrize("cpp,count", [("Pool.cpp", 3), ("Upsample.cpp", 2)])
 def test_every_op_the_cpp_registers_is_covered(et_tree, cpp, count):
-    source = (et_tree / f"backends/vulkan/runtime/graph/ops/impl/{cpp}").read_text()
-    registered = set(re.findall(r"VK_REGISTER_OP\(([\w.]+),", source))
-    assert len(registered) == count
-    suites = load_suites()
-    gaps = {op: [name for name, ok in (("launcher", op in LAUNCHERS), ("reference", op in reference.OPS),
-                                       ("suite", op in suites)) if not ok] for op in registered}
-    assert not {op: g for op, g in gaps.items() if g}
+    registered, gaps = coverage_gaps(et_tree, cpp)
+    assert len(registered) == count and not gaps
 
 
 def test_cases_use_the_only_storage_and_layout_et_vk_accepts():
