@@ -12,6 +12,11 @@ from vkdiff.device.dispatch import Pipeline, PipelineCache
 class VariantMissingError(LookupError):
     """The ExecuTorch tree defines none of the shader variants a launcher can use (→ ``NOT_RUN``)."""
 
+    def __init__(self, message: str, name: str = ""):
+        super().__init__(message)
+        self.name = name
+        """The variant asked for."""
+
 
 class DeviceContext:
     """A wgpu device plus the ET-VK shaders of one tree, built and loaded on demand."""
@@ -32,6 +37,12 @@ class DeviceContext:
         """Whether the tree defines shader variant ``name``."""
         return name in self._variants
 
+    def defines_family_of(self, name: str) -> bool:
+        """Whether the tree defines another variant of ``name``'s shader family (its first two name tokens:
+        ``conv2d_dw_*`` for ``conv2d_dw_sned_float``)."""
+        stem = "_".join(name.split("_")[:2]) + "_"
+        return any(v.startswith(stem) for v in self._variants)
+
     def require(self, name: str) -> str:
         """``name`` if the tree defines it.
 
@@ -39,7 +50,7 @@ class DeviceContext:
             VariantMissingError: the tree has no such variant.
         """
         if name not in self._variants:
-            raise VariantMissingError(f"shader variant {name} is not defined by {self.builder.glsl_dir}")
+            raise VariantMissingError(f"shader variant {name} is not defined by {self.builder.glsl_dir}", name)
         return name
 
     def kernel(self, name: str, spec_constants: Mapping[int, int | float | bool],

@@ -89,6 +89,16 @@ def test_variant_missing_is_not_run(et_ctx, monkeypatch):
     assert "is not defined by" in result.reason
 
 
+def test_a_variant_the_trees_own_cpp_asks_for_but_its_yaml_lacks_is_fail_check(et_ctx, monkeypatch):
+    """The tree builds the shader's other variants and the port is current: ET-VK itself would throw."""
+    shader = kernels.run_case(et_ctx, CASE).shader
+    monkeypatch.setattr(et_ctx, "_variants", frozenset(et_ctx._variants) - {shader})
+    result = kernels.run_case(et_ctx, CASE)
+    assert result.status == Status.FAIL_CHECK.name
+    assert result.reason.startswith(f"shader variant {shader} is not defined by ")
+    assert "yet the tree's own C++ (QuantizedLinear.cpp, Common.cpp, as ported) asks for it" in result.reason
+
+
 def test_repeat_runs_are_deterministic(et_ctx):
     assert kernels.run_case(et_ctx, CASE, repeat=3).status == Status.PASS.name
 

@@ -15,14 +15,15 @@ source in that tree differs from the one the port was written against (``port-st
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from vkdiff.device.boundary import DeviceLimitError
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.boundary import DeviceLimitError, EtVkRefusal
+from vkdiff.device.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_input
 from vkdiff.device.graph.vtensor import Layout
@@ -183,10 +184,31 @@ class OpGraph:
                                            launcher.placements.get(f"out{i}", out_storage), self.out_layout,
                                            label=f"output{i}")
                           for i, (shape, out_dtype) in enumerate(spec if self.tuple_output else [spec]))
-        launcher.add_node(graph, values, self.outs if self.tuple_output else self.outs[0], **options)
+        with self._variants_named_by_the_port():
+            launcher.add_node(graph, values, self.outs if self.tuple_output else self.outs[0], **options)
+
+    @contextlib.contextmanager
+    def _variants_named_by_the_port(self) -> Iterator[None]:
+        """A shader variant the tree lacks, named by a port whose C++ the tree still has while the tree builds other
+        variants of that shader, is ET-VK's own bug (its graph build throws: ``EtVkRefusal``); with a stale port,
+        or a tree without that shader at all, it stays ``VariantMissingError`` (``NOT_RUN``)."""
+        try:
+            yield
+        except VariantMissingError as exc:
+            tree = self.ctx.builder.et_src
+            if (tree is None or not self.ctx.defines_family_of(exc.name) or stale_files(RUNTIME_PORTS, tree)
+                    or stale_ports(self.launcher, tree)):
+                raise
+            ported = ", ".join(port.file.rsplit("/", 1)[-1] for port in self.launcher.ports if port.file.endswith(".cpp"))
+            raise EtVkRefusal(f"{exc}, yet the tree's own C++ ({ported}, as ported) asks for it: ET-VK's graph build "
+                              f"throws (no such shader)") from None
 
     def launch(self) -> Launch:
         """Execute and read the outputs back at their current sizes, raw (unwritten elements stay poisoned)."""
+        with self._variants_named_by_the_port():
+            return self._launch()
+
+    def _launch(self) -> Launch:
         graph, ctx = self.graph, self.ctx
         resized = any(tuple(t.spec.sizes) != tuple(t.allocated.sizes) for t in self.outs)
         raw = self.out_layout != "width" or (resized and any(t.storage != "buffer" for t in self.outs))
