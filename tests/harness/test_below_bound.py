@@ -76,3 +76,25 @@ def test_a_smaller_run_may_not_change_what_the_graph_fixed(et_ctx):
     graph = OpGraph(et_ctx, clamp.op, kernels.prepare_case(clamp).args, storage="buffer")
     with pytest.raises(ResizeError, match="argument min differs"):
         graph.resize({**kernels.prepare_case(clamp).args, "min": 0.0})
+
+
+@pytest.mark.parametrize(("case_id", "fixed"), [
+    ("cat[C3-H5-W9-fp32-buffer-w3w6]", "W"),
+    ("squeeze_copy[N2-C1-H7-W1-fp32-texture3d-dm1.1]", "CW"),
+    ("slice_copy[H32-W8-dim0-start5-end12-step1-fp32-buffer]", "H"),
+    ("addmm[M13-K7-N6-fp32-buffer-mat2const-linear_bias_tile_row_1-bias_mn]", "MKN"),
+])
+def test_a_dim_the_case_fixes_never_shrinks(case_id, fixed):
+    """The concat dim, a squeezed dim, a sliced dim and an M that sizes a constant bias keep their size."""
+    case = _case(case_id)
+    for small in below_bound(case):
+        assert all(small.size(k) == case.size(k) for k in fixed), small.id
+
+
+def test_a_resize_that_changes_a_tensors_rank_is_ET_VKs_refusal(et_ctx):
+    """``resize_squeeze_node`` skips a negative dim: the output would gain a dim, which ``virtual_resize``
+    refuses, so the smaller run is FAIL_CHECK naming the check (not a silent rank change)."""
+    result = kernels.run_case(et_ctx, _case("squeeze_copy[C1-H1-W5-fp32-buffer-dm3]"))
+    assert result.status == Status.FAIL_CHECK.name
+    assert "new sizes cannot modify the dimensionality of the tensor" in result.reason
+    assert kernels.run_case(et_ctx, _case("squeeze_copy[C1-H1-W5-fp32-texture3d-dm3]")).status == "PASS"

@@ -129,9 +129,13 @@ class Suite:
     sampled: bool = True
     """The project's test run takes a seeded sample of these cases (``vkdiff.cases.sampling``); False: every case
     runs in every test run (the foundation sweeps)."""
-    resizable: tuple[str, ...] = ()
+    resizable: tuple[str, ...] | Callable[[KernelCase], tuple[str, ...]] = ()
     """Named sizes of graph inputs that may shrink at run time: each case also runs at smaller sizes on the graph
-    built for its own (``below_bound``); empty: the op's inputs cannot be resized (constants only)."""
+    built for its own (``below_bound``); empty: the op's inputs cannot be resized (constants only). A function
+    of the case where that depends on it (a concat dim, a squeezed dim, a bias sized by M)."""
+
+    def resizable_of(self, case: KernelCase) -> tuple[str, ...]:
+        return tuple(self.resizable(case)) if callable(self.resizable) else self.resizable
 
 
 SUITES: dict[str, Suite] = {}
@@ -142,7 +146,8 @@ CasesFn = Callable[[], Iterable[KernelCase]]
 
 
 def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True,
-                        resizable: tuple[str, ...] = ()) -> Callable[[CasesFn], CasesFn]:
+                        resizable: tuple[str, ...] | Callable[[KernelCase], tuple[str, ...]] = ()
+                        ) -> Callable[[CasesFn], CasesFn]:
     """Register a generator of the cases of ``op``, with the function that draws their arguments.
 
     Raises:
@@ -151,7 +156,8 @@ def register_test_suite(op: str, *, make_args: ArgsFn, sampled: bool = True,
     def wrap(fn: CasesFn) -> CasesFn:
         if op in SUITES and not _same_definition(SUITES[op].cases, fn):
             raise ValueError(f"a kernel suite for {op} is already registered ({SUITES[op].cases.__module__})")
-        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args, sampled=sampled, resizable=tuple(resizable))
+        SUITES[op] = Suite(op=op, cases=fn, make_args=make_args, sampled=sampled,
+                           resizable=resizable if callable(resizable) else tuple(resizable))
         return fn
     return wrap
 
@@ -194,7 +200,7 @@ def below_bound(case: KernelCase) -> list[KernelCase]:
         >>> [c.id for c in below_bound(all_cases(r"^relu\\[W67-fp32-buffer\\]$")[0])]
         ['relu[W34-fp32-buffer]', 'relu[W66-fp32-buffer]', 'relu[W1-fp32-buffer]']
     """
-    names = set(suite_of(case).resizable)
+    names = set(suite_of(case).resizable_of(case))
     smaller: list[KernelCase] = []
     for shrink in (lambda s: (s + 1) // 2, lambda s: s - 1, lambda s: 1):
         shape = tuple((k, max(1, shrink(v)) if k in names else v) for k, v in case.shape)

@@ -73,13 +73,26 @@ CAT: dict[str, tuple[tuple[tuple[int, ...], ...], int]] = {
 batch), along height, channels and batch, and rank 1."""
 
 
-def cat_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
+def _cat_shapes(case: KernelCase) -> tuple[list[tuple[int, ...]], int]:
+    """The label's input shapes with every dim but the concat dim taken from the case (smaller below the bound)."""
     shapes, dim = CAT[case.flags[0]]
-    return {"tensors": [_data(s, case, rng) for s in shapes], "dim": dim}
+    out = tuple(v for _, v in case.shape)
+    dim %= len(out)
+    return [tuple(s[i] if i == dim else out[i] for i in range(len(out))) for s in shapes], dim
 
 
-# Not resizable: every named size is the concat dim of some label, whose parts the table fixes.
-@register_test_suite("aten.cat.default", make_args=cat_args)
+def cat_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
+    shapes, _ = _cat_shapes(case)
+    return {"tensors": [_data(s, case, rng) for s in shapes], "dim": CAT[case.flags[0]][1]}
+
+
+def cat_resizable(case: KernelCase) -> tuple[str, ...]:
+    """Every dim but the concat dim, whose parts the label's table fixes."""
+    _, dim = _cat_shapes(case)
+    return tuple(k for i, (k, _) in enumerate(case.shape) if i != dim)
+
+
+@register_test_suite("aten.cat.default", make_args=cat_args, resizable=cat_resizable)
 def cat_suite() -> Iterator[KernelCase]:
     for label, (shapes, dim) in CAT.items():
         out = list(shapes[0])

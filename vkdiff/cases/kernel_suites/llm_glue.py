@@ -76,16 +76,20 @@ def embedding_suite() -> Iterator[KernelCase]:
                          shape=(("V", v), ("D", d), ("B", b), ("T", t)), dtype=dtype, storage=storage)
 
 
-# Not resizable: each of N, C, H, W is some case's sliced dim, which the scalar arguments fix.
-@register_test_suite("aten.slice_copy.Tensor", make_args=slice_args, sampled=False)
+def _unselected(case: KernelCase) -> tuple[str, ...]:
+    """Every dim but the sliced or selected one, whose extent the scalar arguments fix."""
+    dims = [k for k, _ in case.shape if k in "NCHW"]
+    return tuple(k for i, k in enumerate(dims) if i != case.size("dim") % len(dims))
+
+
+@register_test_suite("aten.slice_copy.Tensor", make_args=slice_args, sampled=False, resizable=_unselected)
 def slice_copy_suite() -> Iterator[KernelCase]:
     for (sizes, dim, start, end, step), (dtype, storage) in itertools.product(SLICE_CASES, _knobs()):
         shape = _dims(sizes) + (("dim", dim), ("start", start), ("end", end), ("step", step))
         yield KernelCase(op="aten.slice_copy.Tensor", name="slice_copy", shape=shape, dtype=dtype, storage=storage)
 
 
-# Not resizable: each of N, C, H, W is some case's selected dim, which the scalar arguments fix.
-@register_test_suite("aten.select_copy.int", make_args=select_args, sampled=False)
+@register_test_suite("aten.select_copy.int", make_args=select_args, sampled=False, resizable=_unselected)
 def select_copy_suite() -> Iterator[KernelCase]:
     for (sizes, dim, index), (dtype, storage) in itertools.product(SELECT_CASES, _knobs()):
         shape = _dims(sizes) + (("dim", dim), ("index", index))

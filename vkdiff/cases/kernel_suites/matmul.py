@@ -123,8 +123,12 @@ def bmm_suite() -> Iterator[KernelCase]:
                     expected_route("matmul", m, k, n, storage, b=b), "tensor")
 
 
-# Not resizable: the bias ``self`` is a constant and the ``[M, N]`` / ``[M, 1]`` forms are sized by M.
-@register_test_suite("aten.addmm.default", make_args=make_args)
+def addmm_resizable(case: KernelCase) -> tuple[str, ...]:
+    """M with a ``[N]`` bias; none with ``[M, N]`` or ``[M, 1]``: the bias ``self`` is a constant sized by M."""
+    return ("M",) if case.has("bias_n") else ()
+
+
+@register_test_suite("aten.addmm.default", make_args=make_args, resizable=addmm_resizable)
 def addmm_suite() -> Iterator[KernelCase]:
     for (m, k, n), storage, kind, bias in itertools.product(SMALL[:2], STORAGES, MAT2_KINDS, ADDMM_BIAS):
         stem = "linear" if kind == "const" else "matmul"

@@ -210,7 +210,13 @@ def squeeze_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
     return {"self": values(case, rng, _shape(case)), "dim": dec(_flag(case, "d"))}
 
 
-@register_test_suite("aten.squeeze_copy.dims", make_args=squeeze_args)
+def squeeze_resizable(case: KernelCase) -> tuple[str, ...]:
+    """Every dim but the listed ones (a listed dim that became 1 would change the output's rank)."""
+    listed = {d % len(case.shape) for d in dec(_flag(case, "d"))}
+    return tuple(k for i, (k, _) in enumerate(case.shape) if i not in listed)
+
+
+@register_test_suite("aten.squeeze_copy.dims", make_args=squeeze_args, resizable=squeeze_resizable)
 def squeeze_copy_suite() -> Iterator[KernelCase]:
     for (shape, dims), dtype, storage in _grid(SQUEEZES):
         yield _case("aten.squeeze_copy.dims", "squeeze_copy", shape, dtype, storage, flags=(f"d{enc(dims)}",))

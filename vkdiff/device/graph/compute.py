@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 import numpy as np
 
 from vkdiff.device import layouts, resources
-from vkdiff.device.boundary import DtypeMismatchError
+from vkdiff.device.boundary import DtypeMismatchError, EtVkRefusal
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
@@ -214,6 +214,9 @@ class ComputeGraph:
         sizes = tuple(int(s) for s in sizes)
         if sizes == tuple(tensor.spec.sizes):
             return
+        if len(sizes) != len(tensor.spec.sizes):
+            raise EtVkRefusal(f"virtual_resize of {list(tensor.spec.sizes)} to {list(sizes)}: new sizes cannot modify "
+                              f"the dimensionality of the tensor (vTensor::virtual_resize)")
         spec = dataclasses.replace(tensor.spec, sizes=sizes)
         if spec.storage == "buffer" and spec.physical_numel > max(tensor.buffer_shape or (0,)):
             raise ValueError(f"virtual_resize of {list(tensor.spec.sizes)} to {list(sizes)} exceeds its buffer")
