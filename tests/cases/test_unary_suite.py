@@ -11,6 +11,7 @@ import pytest
 from vkdiff import reference
 from vkdiff.cases.kernel_suites import unary
 from vkdiff.cases.kernels import all_cases, load_suites
+from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers import LAUNCHERS
 
 
@@ -52,3 +53,12 @@ def test_domains_scalars_and_other_dtypes():
     assert _args("clamp[C3-H5-W6-int32-buffer]")["self"].dtype == np.int32
     flags = _args("bitwise_not[W67-bool-texture3d]")["self"]
     assert flags.dtype == np.bool_ and flags.any() and not flags.all()
+
+
+def test_limit_cases_reach_the_texture_limits():
+    """x extent 4096 texels (lavapipe's largest 3-D image) and z extent 2049 (past the partitioner's 2048)."""
+    extents = {c.id: TensorSpec(tuple(c.sizes.values()), "float32", "texture3d", "width").extents
+               for c in all_cases(r"^relu\[.*-limit\]$")}
+    assert extents == {"relu[W16383-fp32-texture3d-limit]": (4096, 1, 1), "relu[W16383-fp16-texture3d-limit]":
+                       (4096, 1, 1), "relu[C2049-H1-W3-fp32-texture3d-limit]": (1, 1, 2049),
+                       "relu[C2049-H1-W3-fp16-texture3d-limit]": (1, 1, 2049)}

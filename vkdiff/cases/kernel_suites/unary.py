@@ -8,7 +8,7 @@ cases add NaN and ±inf, whose propagation ATen defines, ``subnormal`` cases two
 (Vulkan lets a device flush them: lavapipe and NVIDIA do, differently). Ops whose domain is ``x ≥ 0`` (sqrt, rsqrt, log10) get the
 magnitudes; sin and cos stay on ``[-π, π]``, where Vulkan bounds them. ``gelu`` runs with both
 ``approximate`` values; ``bitwise_not`` on bool tensors (texture only: naga has no 8-bit
-storage buffers), ``clamp`` also on int32.
+storage buffers), ``clamp`` also on int32. ``limit`` cases (relu) sit at texture limits (``LIMITS``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ SCALARS: dict[str, dict[str, Any]] = {
     "hardshrink": {"lambd": 0.75}, "leaky_relu": {"negative_slope": 0.2},
 }
 """Scalar arguments, away from the defaults so a launcher that ignores them shows."""
+LIMITS = ((16383,), (2049, 1, 3))
+"""Texture-limit edges (width packed): an x extent of 4096 texels, the largest 3-D image lavapipe allows (NVIDIA:
+16384), its last texel partly padding; a z extent of 2049, one past the partitioner's default 3-D limit (2048,
+``DEFAULT_TEXTURE_LIMITS``), where ET-VK would pick a buffer, within both devices' own."""
 TIES = (0.5, -0.5, 1.5, 2.5, -2.5)
 SPECIAL = (np.nan, np.inf, -np.inf)
 
@@ -98,6 +102,9 @@ def _float_cases(name: str) -> Iterator[KernelCase]:
     if name == "gelu":
         for dtype, storage in itertools.product(("fp32", "fp16"), ("buffer", "texture3d")):
             yield unary_case(name, SHAPES[1], dtype, storage, flags=("tanh",))
+    if name == "relu":
+        for shape, dtype in itertools.product(LIMITS, ("fp32", "fp16")):
+            yield unary_case(name, shape, dtype, "texture3d", flags=("limit",))
     if name == "clamp":
         for storage in ("buffer", "texture3d"):
             yield unary_case(name, SHAPES[1], "int32", storage)

@@ -2,8 +2,8 @@
 
 Ported from ``runtime/graph/ops/impl/SDPA.cpp`` (``sdpa_with_kv_cache_impl`` → ``update_cache_impl``
 twice → ``sdpa_impl``), LLM mode only (``SDPAMode::LLM``: Q ``[1, S, Hq, D]``, caches
-``[1, C_max, Hkv, D]``, context ``S + input_pos``); the fused ``et_vk.sdpa`` path,
-``llama.custom_sdpa`` and ``testing.compute_attn_weight_with_kv_cache`` are not ported:
+``[1, C_max, Hkv, D]``, context ``S + input_pos``); ``llama.custom_sdpa`` and the fused ``et_vk.sdpa``
+path are in ``sdpa_fused.py``; ``testing.compute_attn_weight_with_kv_cache`` (test-only) is not ported:
 
 * caches: ``add_tensor_like(cache_data, storage of q, width packed)``, NEW tensors (poisoned
   here, uninitialised on a phone), never the constant's data; each bound with ``bind_state``;
