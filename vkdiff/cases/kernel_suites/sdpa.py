@@ -7,7 +7,8 @@ non-GQA with D % 4 != 0 from ``P`` > 0), ``coop`` (T = 1, Hq == Hkv, and a group
 ``et_vk.sdpa`` (FUSED: ``[B, H, S, D]``): without a mask (``fused_sdpa_qk_tiled``) and with one
 (``_bias``: full ``[B, H, S, L]``, ``[1, 1, 1, L]`` broadcast, a causal ``-inf`` mask with a given
 ``scale``), S = 1, D % 4 != 0, B > 1, and k/v of one head broadcast over H (matmul semantics; the
-fused shader reads k head = q head). Both run fp32 and fp16 on buffer and texture3d.
+fused shader reads k head = q head). Both run fp32 and fp16 on buffer and texture3d, and with q on a buffer
+and k/v on textures (``ktexture3d``: the shaders' one mixed-storage combination).
 
 Edges (flags): ``large`` logits in [95, 160] (past float32's exp range unless the max is
 subtracted), ``negative`` logits all in [-8, -0.5], ``big`` fp16 inputs with |q|, |v| in [256, 1024].
@@ -116,10 +117,20 @@ def fused_sdpa_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any
     return {"q": q, "k": k, "v": v, "attn_mask": fused_mask(case, rng), "scale": 0.3 if case.has("causal") else None}
 
 
+MIXED = {CUSTOM_SDPA: ("key", "value"), FUSED_SDPA: ("k", "v")}
+"""The inputs that ``mixed`` cases put on textures while q and the output stay on buffers: the shaders' one mixed
+storage combination (``[buffer, texture3d]`` in their yaml), which a partitioner may give."""
+
+
+def _mixed(op: str) -> tuple[tuple[str, str], ...]:
+    return tuple((f"storage.{name}", "texture3d") for name in MIXED[op])
+
+
 def custom_case(route: str, shape: tuple[tuple[str, int], ...], dtype: str, storage: str,
-                flags: tuple[str, ...] = ()) -> KernelCase:
+                flags: tuple[str, ...] = (), mixed: bool = False) -> KernelCase:
     """One ``custom_sdpa`` case; the tile2 route under the ``adreno`` profile."""
-    options = (("route", route),) + ((("profile", "adreno"),) if route == "gqa_coop_tile2" else ())
+    options = ((("route", route),) + ((("profile", "adreno"),) if route == "gqa_coop_tile2" else ())
+               + (_mixed(CUSTOM_SDPA) if mixed else ()))
     return KernelCase(op=CUSTOM_SDPA, name="custom_sdpa", shape=shape, dtype=dtype, storage=storage,
                       options=options, flags=flags)
 
@@ -132,10 +143,14 @@ def custom_sdpa_suite() -> Iterator[KernelCase]:
         yield custom_case(route, shape, dtype, "texture3d", (flag,))
     for (route, shape), storage in itertools.product((CUSTOM_SHAPES[0], CUSTOM_SHAPES[4]), STORAGES):
         yield custom_case(route, shape, "fp16", storage, ("big",))
+    for (route, shape), dtype in itertools.product((CUSTOM_SHAPES[0], CUSTOM_SHAPES[2], CUSTOM_SHAPES[4]), DTYPES):
+        yield custom_case(route, shape, dtype, "buffer", mixed=True)
 
 
-def fused_case(shape: tuple[tuple[str, int], ...], dtype: str, storage: str, flags: tuple[str, ...]) -> KernelCase:
-    return KernelCase(op=FUSED_SDPA, name="sdpa", shape=shape, dtype=dtype, storage=storage, flags=flags)
+def fused_case(shape: tuple[tuple[str, int], ...], dtype: str, storage: str, flags: tuple[str, ...],
+               mixed: bool = False) -> KernelCase:
+    return KernelCase(op=FUSED_SDPA, name="sdpa", shape=shape, dtype=dtype, storage=storage, flags=flags,
+                      options=_mixed(FUSED_SDPA) if mixed else ())
 
 
 @register_test_suite(FUSED_SDPA, make_args=fused_sdpa_args, resizable=("S", "L"))
@@ -146,3 +161,5 @@ def fused_sdpa_suite() -> Iterator[KernelCase]:
         yield fused_case(FUSED_SHAPES[0], dtype, "texture3d", (flag,))
     for storage in STORAGES:
         yield fused_case(FUSED_SHAPES[0], "fp16", storage, ("big",))
+    for (shape, mask), dtype in itertools.product(((FUSED_SHAPES[0], None), (FUSED_SHAPES[2], "maskrow")), DTYPES):
+        yield fused_case(shape, dtype, "buffer", (mask,) if mask else (), mixed=True)

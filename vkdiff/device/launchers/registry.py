@@ -149,6 +149,11 @@ class ResizeError(ValueError):
     """Arguments for a smaller run change what a built graph fixes (a constant, a scalar, a tensor's rank)."""
 
 
+STORAGE_OF = "storage."
+"""Option prefix giving one graph input its own storage (``storage.k=texture3d``: ``k`` on a texture, the others on
+the case's storage), as the partitioner may place an op's inputs."""
+
+
 class OpGraph:
     """A one-op graph built once for its arguments' sizes (the upper bound), then run again at smaller sizes
     as ``VulkanBackend::execute`` does: inputs ``virtual_resize``-d and re-staged, ``propagate_resize``, execute."""
@@ -158,6 +163,7 @@ class OpGraph:
         self.ctx, self.op, self.layout = ctx, op, layout
         self.launcher = launcher = _pick(op, ctx.builder.et_src, options.pop("impl", None))
         out_storage, self.out_layout = options.pop("out_storage", storage), options.pop("out_layout", layout)
+        own = {key.removeprefix(STORAGE_OF): options.pop(key) for key in list(options) if key.startswith(STORAGE_OF)}
         self.graph = graph = ComputeGraph(ctx)
         halves = [name for name, v in args.items() if isinstance(v, np.ndarray) and v.dtype == np.float16]
         if (halves or np.dtype(dtype or np.float32) == np.float16) and not graph.route.float16_buffers:
@@ -176,7 +182,7 @@ class OpGraph:
             elif name in launcher.constants:
                 values[name] = TensorRef(id=name, data=value)
             else:
-                where, _, packed = launcher.placements.get(name, storage).partition(":")
+                where, _, packed = own.get(name, launcher.placements.get(name, storage)).partition(":")
                 values[name] = self.inputs[name] = graph_input(graph, value, where, packed or layout, label=name)
         spec = launcher.output(args, dtype)
         self.tuple_output = isinstance(spec, list)
