@@ -18,10 +18,11 @@ from typing import Any, Callable, Iterable, Literal
 
 import numpy as np
 
-DType = Literal["fp32", "fp16", "int32", "bool"]
+DType = Literal["fp32", "fp16", "int32", "int8", "bool"]
 IoStorage = Literal["buffer", "texture3d"]
 
-NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "bool": np.bool_}
+NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32, "int8": np.int8,
+                              "bool": np.bool_}
 """Case dtype names → numpy dtypes."""
 
 OPTION_TOKENS: dict[str, str] = {"weight_storage": "w", "out_storage": "out", "out_layout": "out", "route": ""}

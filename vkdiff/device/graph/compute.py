@@ -36,7 +36,7 @@ from vkdiff.device.boundary import DtypeMismatchError, EtVkRefusal
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
-from vkdiff.device.graph.vtensor import Layout, TensorSpec
+from vkdiff.device.graph.vtensor import INT8X4, Layout, TensorSpec
 from vkdiff.device.resources import Storage, Tensor
 from vkdiff.datamodel.arithmetic import Arithmetic
 from vkdiff.device.routing import Route, route_for
@@ -190,6 +190,8 @@ class ComputeGraph:
         successor (a layout probe) may reuse."""
         self._prepack_cache: dict[tuple[int | str, str], Tensor] = {}
         self.input_stagings: dict[int, Any] = {}
+        self.readbacks: dict[int, Any] = {}
+        """``staging.Readback`` of each tensor read out through a staging node, by ``id``."""
         """Staging of each graph input, by ``id`` of its tensor (``staging_of``)."""
         self.states: dict[int | str, Tensor] = {}
         """Device tensors standing for constants an op mutates (KV caches), by constant id."""
@@ -206,6 +208,8 @@ class ComputeGraph:
         """``ComputeGraph::add_tensor``: a poisoned tensor with ET-VK's metadata (also ``TmpTensor``)."""
         if dtype == "float16" and not self.route.float16_buffers:
             dtype = "float32"
+        if dtype == "int8" and str(layout).startswith(INT8X4):
+            dtype = INT8X4
         spec = TensorSpec(tuple(int(s) for s in sizes), dtype, storage, layout)
         return resources.allocate(self.device, spec, label)
 
@@ -431,9 +435,13 @@ class ComputeGraph:
 
     def read(self, tensor: Tensor, index: np.ndarray | None = None) -> np.ndarray:
         """A tensor's raw contents in its logical shape (poison kept: no shader in between); any layout but width
-        needs ``index``, where each element sits in the raw storage (``staging.element_index``)."""
+        needs ``index``, where each element sits in the raw storage (``staging.element_index``). An int8x4 tensor
+        comes back through its staging node (``staging.read_nchw``): every int8 value is a valid one, so no
+        poison could show in its raw words anyway."""
         if index is not None:
             return resources.read_raw(self.device, tensor)[index]
+        if tensor.spec.dtype == INT8X4:
+            return self.readbacks[id(tensor)].get()
         if tensor.spec.layout != "width":
             raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: give its staging.element_index")
         raw = resources.read(self.device, tensor)

@@ -21,8 +21,9 @@ from typing import Sequence
 import numpy as np
 
 from vkdiff.device import resources
+from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph.compute import ComputeGraph, TensorRef
-from vkdiff.device.graph.vtensor import TensorSpec
+from vkdiff.device.graph.vtensor import INT8X4, TensorSpec
 from vkdiff.device.ports import Port
 from vkdiff.device.resources import Tensor
 
@@ -31,6 +32,9 @@ RUNTIME_PORTS = (
          functions=("add_staging_to_tensor_node", "add_tensor_to_staging_node", "add_prepack_standard_node",
                     "prepack_standard"),
          sha256="8e1ae8d3ebff29ea7805c6d8417ead0c94fdb0dd8d7f7efa98256fd86fbf365f", tree="executorch main cff6f4dd32"),
+    Port(file="runtime/graph/ops/impl/Int8x4Staging.cpp",
+         functions=("add_staging_to_int8x4_buffer_node", "add_int8x4_buffer_to_staging_node"),
+         sha256="677d98e0ecd514b46dcba145e0b15a7fe2327c54ae3bbe4e0aacbf6a4489e928", tree="executorch main cff6f4dd32"),
     Port(file="runtime/graph/ops/utils/StagingUtils.cpp",
          functions=("get_nchw_to_tensor_shader", "get_tensor_to_nchw_shader"),
          sha256="350eae9444d02e7bcee1c03b9c7f41ad42806f4ea45206bb5abb1963a242f6b0", tree="executorch main cff6f4dd32"),
@@ -120,6 +124,8 @@ class InputStaging:
 def add_input_staging(graph: ComputeGraph, tensor: Tensor, dtype: str | None = None) -> InputStaging:
     """``add_staging_to_tensor_node`` for a graph input: its staging buffer and the copy node."""
     spec = tensor.spec
+    if spec.dtype == INT8X4:
+        return _add_staging_to_int8x4_buffer_node(graph, tensor)
     staging = staging_dtype(graph, dtype or spec.dtype)
     count = max(tensor.allocated.numel, 1)
     buffer = staging_buffer(graph, np.zeros(count, staging), "staging_in")
@@ -141,6 +147,40 @@ def add_input_staging(graph: ComputeGraph, tensor: Tensor, dtype: str | None = N
                    spec={3: spec.hashed_layout, 4: 0} if bitw8 else {3: spec.hashed_layout},
                    immediates=[graph.pc(tensor, "sizes")] if bitw8 else b"")
     return entry
+
+
+def _int8x4_checks(spec: TensorSpec, shader: str) -> None:
+    """``Int8x4Staging.cpp``'s ``VK_CHECK_COND`` (at most 4 dims); its shaders bind buffers only."""
+    if len(spec.sizes) > 4:
+        raise EtVkRefusal(f"{shader}: int8x4 tensors of at most 4 dims (dim_of <= 4), got {list(spec.sizes)}")
+    if spec.storage != "buffer":
+        raise ValueError(f"{shader}: int8x4 staging binds a buffer; the tensor is {spec.storage}")
+
+
+def _add_staging_to_int8x4_buffer_node(graph: ComputeGraph, tensor: Tensor) -> InputStaging:
+    """``add_staging_to_int8x4_buffer_node``: int8 NCHW bytes (read as int32 words) packed by
+    ``nchw_to_int8x4_buffer``, one thread per word of the padded tensor, re-picked after a resize."""
+    spec = tensor.spec
+    _int8x4_checks(spec, "nchw_to_int8x4_buffer")
+    buffer = staging_buffer(graph, np.zeros(max(tensor.allocated.numel, 4), np.int8), "staging_in")
+    entry = InputStaging(graph=graph, tensor=tensor, buffer=buffer, dtype="int8")
+    graph.input_stagings[id(tensor)] = entry
+    graph.dispatch("nchw_to_int8x4_buffer", global_wg=lambda: (tensor.spec.padded_numel // 4, 1, 1),
+                   resources=[tensor, buffer, graph.meta_ubo(tensor)], spec={3: spec.hashed_layout})
+    return entry
+
+
+def _add_int8x4_buffer_to_staging_node(graph: ComputeGraph, tensor: Tensor) -> Readback:
+    """``add_int8x4_buffer_to_staging_node``: ``int8x4_buffer_to_nchw``, one thread per word of NCHW bytes."""
+    spec = tensor.spec
+    _int8x4_checks(spec, "int8x4_buffer_to_nchw")
+    words = -(-tensor.allocated.numel // 4)
+    out = resources.buffer_tensor(graph.device, np.full(max(words, 4), 0x7FA5A5A5, np.uint32), "staging_out")
+    graph.dispatch("int8x4_buffer_to_nchw", global_wg=lambda: (-(-tensor.spec.numel // 4), 1, 1),
+                   resources=[out, tensor, graph.meta_ubo(tensor)], spec={3: spec.hashed_layout})
+    readback = Readback(graph=graph, buffer=out, tensor=tensor, dtype="int8")
+    graph.readbacks[id(tensor)] = readback
+    return readback
 
 
 def write_nchw(graph: ComputeGraph, tensor: Tensor, array: np.ndarray, *, prepack: bool = False,
@@ -205,6 +245,8 @@ class Readback:
 def read_nchw(graph: ComputeGraph, tensor: Tensor) -> Readback:
     """``add_tensor_to_staging_node``: a node copying the tensor out at each execute (at once during one)."""
     spec = tensor.spec
+    if spec.dtype == INT8X4:
+        return _add_int8x4_buffer_to_staging_node(graph, tensor)
     staging = staging_dtype(graph, spec.dtype)
     shader = tensor_to_nchw_shader(graph, spec, staging)
     count = tensor.allocated.numel

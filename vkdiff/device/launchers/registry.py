@@ -25,8 +25,8 @@ import numpy as np
 from vkdiff.device.boundary import DeviceLimitError, EtVkRefusal
 from vkdiff.device.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
-from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_input
-from vkdiff.device.graph.vtensor import Layout
+from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_input, read_nchw
+from vkdiff.device.graph.vtensor import INT8X4, Layout
 from vkdiff.device.ports import Port, registers, stale_files
 from vkdiff.device.resources import Storage, Tensor
 from vkdiff.datamodel.arithmetic import Arithmetic
@@ -192,6 +192,9 @@ class OpGraph:
                           for i, (shape, out_dtype) in enumerate(spec if self.tuple_output else [spec]))
         with self._variants_named_by_the_port():
             launcher.add_node(graph, values, self.outs if self.tuple_output else self.outs[0], **options)
+        for out in self.outs:
+            if out.spec.dtype == INT8X4:
+                read_nchw(graph, out)
 
     @contextlib.contextmanager
     def _variants_named_by_the_port(self) -> Iterator[None]:
@@ -217,7 +220,8 @@ class OpGraph:
     def _launch(self) -> Launch:
         graph, ctx = self.graph, self.ctx
         resized = any(tuple(t.spec.sizes) != tuple(t.allocated.sizes) for t in self.outs)
-        raw = self.out_layout != "width" or (resized and any(t.storage != "buffer" for t in self.outs))
+        raw = (self.out_layout != "width" or (resized and any(t.storage != "buffer" for t in self.outs))) and not any(
+            t.spec.dtype == INT8X4 for t in self.outs)
         launched = graph.launch(self.outs if self.tuple_output else self.outs[0],
                                 tuple(element_index(graph, t) for t in self.outs) if raw else None)
         stale = {"runtime": stale_files(RUNTIME_PORTS, ctx.builder.et_src),
