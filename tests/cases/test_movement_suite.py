@@ -80,7 +80,7 @@ def test_shape_edges_are_reached():
     assert {w % 4 for w in widths} >= {1, 2, 3}
     ranks = {sum(k in "ENCHW" for k, _ in c.shape) for c in cases}
     assert {1, 2, 3, 4, 5} <= ranks
-    assert {c.layout for c in cases} == {"width", "height", "channels"}
+    assert {c.layout for c in cases if c.dtype != "int8"} == {"width", "height", "channels"}
     permutes = [movement.dec(f[1:]) for c in _cases("permute_copy") for f in c.flags if f.startswith("p")]
     assert any(d[-1] not in (len(d) - 1, -1) for d in permutes) and any(min(d) < 0 for d in permutes)
     slices = [c.sizes for c in _cases("slice")]

@@ -13,7 +13,7 @@ def test_registered_ops_are_read_from_the_tree_and_sorted_into_families(et_tree)
     ops = {row.op: row for row in coverage.op_coverage(et_tree)}
     assert len(ops) == 157 and ops["aten.relu.default"].file == "UnaryOp.cpp"
     assert ops["aten.relu.default"].covered and ops["aten.relu.default"].cases > 0
-    assert not ops["et_vk.q4gsw_requant.default"].launcher and ops["et_vk.q4gsw_requant.default"].family == "in scope"
+    assert ops["et_vk.q4gsw_requant.default"].covered and ops["et_vk.q4gsw_requant.default"].family == "in scope"
     assert {ops[op].family for op in ("et_vk.q8ta_conv2d.default", "aten._weight_int8pack_mm.default",
                                       "quantized_decomposed.quantize_per_tensor.default")} == {"static-int8"}
     assert {ops[op].family for op in ("et_vk.adamw_step.default", "et_vk.linear_q4gsw_backward.default",
@@ -38,6 +38,7 @@ def test_cli_prints_json_and_the_uncovered_table(et_tree, capsys):
     assert cli.main(["coverage", "--et-src", str(et_tree), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["summary"]["registered"] == 157 and document["variants"] is None
-    assert cli.main(["coverage", "--et-src", str(et_tree)]) == 0
+    assert cli.main(["coverage", "--et-src", str(et_tree), "--verbose"]) == 0
     out = capsys.readouterr().out
-    assert "in scope, not yet covered" in out and "et_vk.q4gsw_requant.default" in out
+    assert "in scope with launcher and reference:" in out and "every op" in out
+    assert "testing.compute_attn_weight_with_kv_cache.default" in out

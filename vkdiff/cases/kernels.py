@@ -27,7 +27,8 @@ NP_DTYPES: dict[str, type] = {"fp32": np.float32, "fp16": np.float16, "int32": n
 
 OPTION_TOKENS: dict[str, str] = {"weight_storage": "w", "out_storage": "out", "out_layout": "out", "route": ""}
 """Id prefix of each launcher option's value (``weight_storage=buffer`` → ``wbuffer``); ``storage.<input>`` options
-(one input's own storage) show as the input's name (``storage.k=texture3d`` → ``ktexture3d``)."""
+(one input's own storage) show as the input's name (``storage.k=texture3d`` → ``ktexture3d``; a placement's colon as a
+dot: ``input_bbuffer.int8x4_4c1w``)."""
 
 NAMED_OPTIONS = frozenset({"impl"})
 """Options a case's name already says (``linear_q4gsw_tiled`` forces ``impl=QuantizedLinear.cpp``): not in ids."""
@@ -63,8 +64,8 @@ class KernelCase:
             parts.append(self.storage)
             if self.layout != "width":
                 parts.append(self.layout)
-            parts += [f"{OPTION_TOKENS.get(k, k.removeprefix('storage.'))}{v}" for k, v in self.options
-                      if k not in NAMED_OPTIONS]
+            parts += [f"{OPTION_TOKENS.get(k, k.removeprefix('storage.'))}{v.replace(':', '.')}"
+                      for k, v in self.options if k not in NAMED_OPTIONS]
         parts += list(self.flags)
         return "-".join(parts)
 

@@ -190,6 +190,45 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor",
     "aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, "
     "float[]? scale_factors) -> Tensor",
+    # static-int8 elementwise ops and the float <-> int8x4 boundary (issue 23: QuantizeDequantize.cpp, Q8taUnary.cpp,
+    # Q8taBinary.cpp, Q8taPixelShuffle.cpp)
+    "quantized_decomposed::quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, "
+    "int quant_max, ScalarType dtype) -> Tensor",
+    "quantized_decomposed::dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, "
+    "int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor",
+    "et_vk::q8ta_add(Tensor input_a, Tensor input_b, float input_a_scale, int input_a_zero_point, "
+    "float input_b_scale, int input_b_zero_point, float output_scale, int output_zero_point, float alpha) -> Tensor",
+    "et_vk::q8ta_relu(Tensor input, float input_scale, int input_zero_point, float output_scale, "
+    "int output_zero_point) -> Tensor",
+    "et_vk::q8ta_pixel_shuffle(Tensor input, float input_scale, int input_zero_point, float output_inv_scale, "
+    "int output_zero_point, int upscale_factor) -> Tensor",
+    # linears with float activations and per-channel int8/int4 weights (issue 23: QuantizedLinearQCSNW.cpp,
+    # QuantizedLinear.cpp, QuantizedLinearRequant.cpp)
+    "aten::_weight_int8pack_mm(Tensor self, Tensor mat2, Tensor scales) -> Tensor",
+    "et_vk::linear_qcs4w(Tensor self, Tensor weight, Tensor scales) -> Tensor",
+    "et_vk::linear_q8ta_q8csw(Tensor x, float input_scale, int input_zero_point, Tensor weights, "
+    "Tensor weight_sums, Tensor weight_scales, Tensor? bias=None) -> Tensor",
+    "et_vk::q4gsw_requant(Tensor latent, Tensor scales, int group_size) -> Tensor",
+    # static-int8 linears with int8x4 activations (issue 23: Q8taLinear.cpp, Q8taLinearGemv.cpp)
+    *(f"et_vk::{name}(Tensor x, float input_scale, int input_zero_point, Tensor weights, Tensor weight_sums, "
+      f'Tensor weight_scales, float output_scale, int output_zero_point, Tensor? bias=None, str activation="none") '
+      f"-> Tensor" for name in ("q8ta_linear", "q8ta_linear_gemv")),
+    # training (issue 23): AdamwStep.cpp, LinearDw.cpp, FusedCe.cpp, QuantizedLinearBackward.cpp
+    "et_vk::adamw_step(Tensor(a!) param, Tensor(b!) m, Tensor(c!) v, Tensor grad, float lr, float beta1, "
+    "float beta2, float eps, float weight_decay, float bias_correction1, float bias_correction2) -> "
+    "(Tensor(a!), Tensor(b!), Tensor(c!))",
+    "et_vk::linear_dW(Tensor d_out, Tensor x) -> Tensor",
+    "et_vk::fused_ce(Tensor logits, Tensor labels, float n_valid) -> (Tensor, Tensor)",
+    "et_vk::linear_q4gsw_backward(Tensor d_out, Tensor weights, Tensor weight_scales, int group_size) -> Tensor",
+    # static-int8 convolutions with int8x4 activations (issue 23: Q8taConv2d*.cpp)
+    *(f"et_vk::{name}(Tensor x, float input_scale, int input_zero_point, Tensor weights, Tensor weight_sums, "
+      f"Tensor weight_scales, float output_scale, int output_zero_point, Tensor? bias, SymInt[] kernel_size, "
+      f"SymInt[] stride, SymInt[] padding, SymInt[] dilation, SymInt groups, str activation) -> Tensor"
+      for name in ("q8ta_conv2d", "q8ta_conv2d_pw", "q8ta_conv2d_dw")),
+    "et_vk::q8ta_conv2d_transposed(Tensor x, float input_scale, int input_zero_point, Tensor weights, "
+    "Tensor weight_sums, Tensor weight_scales, float output_scale, int output_zero_point, Tensor? bias, "
+    "SymInt[] kernel_size, SymInt[] stride, SymInt[] padding, SymInt[] output_padding, SymInt[] dilation, "
+    "SymInt groups, str activation) -> Tensor",
 )
 """Every schema vkdiff binds, as torch prints it."""
 
@@ -208,6 +247,26 @@ ET_VK_RUNTIME_TEXTS: tuple[str, ...] = (
     # quant_max, input_scales, input_zps): the two outputs are arguments the caller allocates
     "etvk::choose_qparams_per_row(Tensor input, int? quant_min, int? quant_max, Tensor(a!) input_scales, "
     "Tensor(b!) input_zps) -> (Tensor(a!), Tensor(b!))",
+    # QuantizedLinear.cpp's linear_q8csw reads (fp_input, weight_data, weight_scales_data, bias_data), named as
+    # linear_q8ta_q8csw names them
+    "et_vk::linear_q8csw(Tensor x, Tensor weights, Tensor weight_scales, Tensor? bias=None) -> Tensor",
+    # QuantizedConvolution.cpp (issue 23): the argument order conv2d_q8csw / conv2d_q8ta_q8csw /
+    # conv2d_q8ta_q8csw_q8to read, named as q8ta_conv2d names them (the _q8to ops are q8ta_conv2d less activation)
+    "et_vk::conv2d_q8csw(Tensor x, Tensor weights, Tensor weight_scales, Tensor? bias, SymInt[] kernel_size, "
+    "SymInt[] stride, SymInt[] padding, SymInt[] dilation, SymInt groups) -> Tensor",
+    "et_vk::conv2d_q8ta_q8csw(Tensor x, float input_scale, int input_zero_point, Tensor weights, Tensor weight_sums, "
+    "Tensor weight_scales, Tensor? bias, SymInt[] kernel_size, SymInt[] stride, SymInt[] padding, SymInt[] dilation, "
+    "SymInt groups) -> Tensor",
+    *(f"et_vk::{name}(Tensor x, float input_scale, int input_zero_point, Tensor weights, Tensor weight_sums, "
+      f"Tensor weight_scales, float output_scale, int output_zero_point, Tensor? bias, SymInt[] kernel_size, "
+      f"SymInt[] stride, SymInt[] padding, SymInt[] dilation, SymInt groups) -> Tensor"
+      for name in ("conv2d_q8ta_q8csw_q8to", "conv2d_q8ta_q8csw_q8to_dw")),
+    # Q8taConv2d.cpp / Q8taConv2dIm2Col.cpp (issue 23): q8ta_conv2d_general and q8ta_conv2d_im2col read
+    # q8ta_conv2d's sixteen values (its fifteen arguments, then the output)
+    *(f"et_vk::{name}(Tensor x, float input_scale, int input_zero_point, Tensor weights, Tensor weight_sums, "
+      f"Tensor weight_scales, float output_scale, int output_zero_point, Tensor? bias, SymInt[] kernel_size, "
+      f"SymInt[] stride, SymInt[] padding, SymInt[] dilation, SymInt groups, str activation) -> Tensor"
+      for name in ("q8ta_conv2d_general", "q8ta_conv2d_im2col")),
 )
 """Ops ET-VK's C++ registers that no Python library defines (``custom_ops_lib.py`` has none): written by vkdiff
 from the argument order their C++ reads (``conv2d_gemm_op``: ``aten.convolution``'s; ``conv1d_{dw,pw}``: the

@@ -92,6 +92,11 @@ class DispatchError(DeviceError):
     """Validation failed while binding or dispatching (→ ``ERROR``: a launcher bug)."""
 
 
+class BindingKindError(DispatchError):
+    """A buffer bound where the shader declares an image, or the reverse: a launcher bug, unless the tree's own C++
+    binds it so (``OpGraph`` then reports ET-VK's invalid usage as ``FAIL_CHECK``)."""
+
+
 class DeviceLostError(DeviceError):
     """The device was lost (driver reset, ``destroy``, a fault): ``ERROR (device lost)``; the next case gets a
     fresh device."""

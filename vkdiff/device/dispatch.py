@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
 from vkdiff.device import spirv, watchdog
-from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, ShaderLoadError,
-                                    ShaderUnsupportedError, gpu_call, naga_missing_capability)
+from vkdiff.device.boundary import (BindingKindError, DeviceLimitError, DispatchError, DtypeMismatchError,
+                                    ShaderLoadError, ShaderUnsupportedError, gpu_call, naga_missing_capability)
 from vkdiff.device.resources import Tensor
 
 _SAMPLE_TYPES = {"float": "unfilterable-float", "sint": "sint", "uint": "uint"}
@@ -163,8 +163,8 @@ def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:
     wants_buffer = binding.kind in ("storage-buffer", "uniform-buffer")
     if wants_buffer != isinstance(handle, wgpu.GPUBuffer):
         got = value.storage if isinstance(value, Tensor) else type(handle).__name__
-        raise DispatchError(f"{label}: binding {binding.binding} {binding.name or ''} expects a {binding.kind}, "
-                            f"launcher gave {got}")
+        name = f" ({binding.name})" if binding.name else ""
+        raise BindingKindError(f"{label}: binding {binding.binding}{name} expects a {binding.kind}, launcher gave {got}")
     if wants_buffer:
         return {"buffer": handle, "offset": 0, "size": handle.size}
     return handle.create_view()

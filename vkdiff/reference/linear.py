@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from vkdiff.reference.packing import unpack_int4_linear
+from vkdiff.reference.packing import pack_q4_w4x8, unpack_int4_embedding, unpack_int4_linear
 from vkdiff.reference.quant import (
     choose_qparams_group_symmetric,
     choose_qparams_per_row_etvk,
@@ -27,6 +27,11 @@ __all__ = [
     "linear_dq8ca_q4gsw",
     "linear_dq8ca_q4gsw_dynamic",
     "quantize_int4_group_symmetric",
+    "dequantize_per_channel_weight",
+    "weight_int8pack_mm",
+    "linear_qcs4w",
+    "linear_q8csw",
+    "q4gsw_requant",
 ]
 
 
@@ -279,3 +284,160 @@ def linear_dq8ca_q4gsw_dynamic(
         raise ValueError(f"qparams must be 'torchao' or 'etvk', got {qparams!r}")
     out = linear_dq8ca_q4gsw(x, s_x, z, packed_weight, weight_sums, scales, group_size, bias)
     return out, s_x, z
+
+
+# --- per-output-channel symmetric weights, float activations (QuantizedLinearQCSNW.cpp, QuantizedLinear.cpp) ---
+
+
+def dequantize_per_channel_weight(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``w[n, k] = codes[n, k] * scales[n]`` in float64 (exact), for codes ``[N, K]`` and ``scales [>= N]``.
+
+    Extra scales (ET-VK pads them to a multiple of 4) are ignored.
+    """
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError(f"codes must be 2-D integer [N, K], got {codes.dtype} {codes.shape}")
+    s = np.asarray(scales).reshape(-1)
+    if s.size < codes.shape[0]:
+        raise ValueError(f"need >= {codes.shape[0]} per-channel scales, got {s.size}")
+    return np.multiply(codes, s[: codes.shape[0], None], dtype=np.float64)
+
+
+def _check_k(x: np.ndarray, k: int, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.shape[-1] != k:
+        raise ValueError(f"{what}: input K={x.shape[-1]} != weight K={k}")
+    return x
+
+
+def weight_int8pack_mm(self: np.ndarray, mat2: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Reference for ``aten._weight_int8pack_mm``: float activations times int8 per-channel weights.
+
+    In float64, for ``x [..., K]``, int8 ``w [N, K]`` (any int8 code, -128 included) and ``s [N]``::
+
+        out[..., n] = s[n] * sum_k x[..., k] * w[n, k]
+
+    ==============  =============  ====================================
+    tensor          granularity    layout
+    ==============  =============  ====================================
+    ``mat2``        per element    int8 ``[N, K]`` (row = out channel)
+    ``scales``      per channel N  ``[N]``
+    ==============  =============  ====================================
+
+    ATen takes a 2-D ``self``; ET-VK's ``check_linear_qcsnw_args`` also takes ``[B, M, K]`` (a batched
+    linear fused by ``FuseQuantizedOpsTransform``): leading dims are batch dims.
+
+    Args:
+        self: Float activations ``[..., K]``.
+        mat2: int8 weight ``[N, K]``.
+        scales: Per-output-channel scales ``[N]``.
+
+    Returns:
+        float64 ``[..., N]``.
+    """
+    mat2 = np.asarray(mat2)
+    x = _check_k(self, mat2.shape[-1], "weight_int8pack_mm")
+    return linear_float64(x, dequantize_per_channel_weight(mat2, scales))
+
+
+def linear_qcs4w(self: np.ndarray, weight: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Reference for ``et_vk.linear_qcs4w``: float activations times 4-bit per-channel weights.
+
+    ``weight`` is uint8 ``[N, K/2]`` as ``FuseQuantizedOpsTransform``'s ``pack_4bit_weight_tensor`` packs
+    it, even k in the HIGH nibble (:func:`~vkdiff.reference.packing.unpack_int4_embedding`'s order), each
+    code stored as ``code + 8``. In float64::
+
+        code[n, 2j]     = (weight[n, j] >> 4) - 8
+        code[n, 2j + 1] = (weight[n, j] & 0xF) - 8
+        out[..., n]     = scales[n] * sum_k x[..., k] * code[n, k]
+
+    which is what ``linear_qcsnw_{tiled,coop}.glsl`` compute (``sum x * nibble - 8 * sum x``) and what
+    ET-VK's own test reference (``_weight_int8pack_mm`` of the codes) gives. The eager
+    ``torch.ops.et_vk.linear_qcs4w`` leaves out the ``- 8``.
+
+    Args:
+        self: Float activations ``[..., K]``.
+        weight: uint8 ``[N, K / 2]``.
+        scales: Per-output-channel scales ``[N]``.
+
+    Returns:
+        float64 ``[..., N]``.
+    """
+    codes = unpack_int4_embedding(weight)
+    x = _check_k(self, codes.shape[1], "linear_qcs4w")
+    return linear_float64(x, dequantize_per_channel_weight(codes, scales))
+
+
+def linear_q8csw(x: np.ndarray, weights: np.ndarray, weight_scales: np.ndarray,
+                 bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """Reference for ``et_vk.linear_q8csw``: float activations, int8 symmetric per-channel weights, bias.
+
+    In float64, for ``w [N, K]`` and ``s``, ``bias`` of at least ``N`` entries (ET-VK pads both to a
+    multiple of 4; the padding is ignored)::
+
+        out[..., n] = s[n] * sum_k x[..., k] * w[n, k] + bias[n]
+
+    ``QuantizedLinear.cpp`` registers the op without a Python schema (``custom_ops_lib.py`` defines none);
+    its arguments are the C++'s ``(fp_input, weight_data, weight_scales_data, bias_data)``.
+
+    Args:
+        x: Float activations ``[..., K]``.
+        weights: int8 ``[N, K]``.
+        weight_scales: ``[N_padded]``.
+        bias: Optional ``[N]`` / ``[N_padded]``.
+
+    Returns:
+        float64 ``[..., N]``.
+    """
+    weights = np.asarray(weights)
+    x = _check_k(x, weights.shape[-1], "linear_q8csw")
+    return linear_float64(x, dequantize_per_channel_weight(weights, weight_scales), bias)
+
+
+def q4gsw_requant(latent: np.ndarray, scales: np.ndarray, group_size: int) -> np.ndarray:
+    """Reference for ``et_vk.q4gsw_requant``: float latent weights re-quantized to packed 4-bit codes.
+
+    In float32, for ``latent [N, K]`` and transposed group scales ``scales [ceil(K / gs), N]``::
+
+        s          = scales[k // gs, n]
+        code[n, k] = clip(round_half_even(latent[n, k] / s), -8, 7)   if s != 0, else 0
+
+    then :func:`~vkdiff.reference.packing.pack_q4_w4x8` (the layout ``Q4gswLinear.cpp``'s forward reads),
+    which is what ``q4gsw_requant.glsl`` writes: int32 ``[K4 * ceil(N4 / 2) * 4]``. The eager
+    ``torch.ops.et_vk.q4gsw_requant`` computes the same codes and stores them as uint8 ``[N, K / 2]``, even
+    k in the low nibble. The shader divides in float32 without correct rounding (~2.5 ulp): a quotient
+    within that of a ``.5`` tie may round the other way there.
+
+    ============  ============================  =======================
+    tensor        granularity                   layout
+    ============  ============================  =======================
+    ``latent``    per element                   float32 ``[N, K]``
+    ``scales``    per group of ``gs`` along K   float32 ``[K / gs, N]``
+    ============  ============================  =======================
+
+    ET-VK takes ``N`` and ``K`` multiples of 4 and ``group_size`` a multiple of 4 dividing K; elsewhere this
+    is the eager op's codes in the same layout.
+
+    Args:
+        latent: Float weights ``[N, K]``.
+        scales: ``[ceil(K / group_size), N]``.
+        group_size: Group size along K.
+
+    Returns:
+        int32 ``[K4 * N8 * 4]``, ``K4 = ceil(K / 4)``, ``N8 = ceil(N / 8)``.
+    """
+    latent = np.asarray(latent, dtype=np.float32)
+    scales = np.asarray(scales, dtype=np.float32)
+    if latent.ndim != 2:
+        raise ValueError(f"latent must be 2-D [N, K], got shape {latent.shape}")
+    n, k = latent.shape
+    if group_size <= 0:
+        raise ValueError(f"group_size must be positive, got {group_size}")
+    if scales.shape != (-(-k // group_size), n):
+        raise ValueError(f"scales shape {scales.shape} != [ceil(K / group_size), N] = {(-(-k // group_size), n)}")
+    full = scales.T[:, np.arange(k) // group_size]  # [N, K]
+    nonzero = full != 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = np.clip(np.rint(latent / np.where(nonzero, full, np.float32(1))), -8, 7)
+    return pack_q4_w4x8(np.where(nonzero, q, 0).astype(np.int8))
+

@@ -335,3 +335,108 @@ reference_op("etvk.choose_qparams_per_row.default")(choose_qparams_per_row)
 reference_op("llama.custom_sdpa.default", accumulation=llm.custom_sdpa_accumulation)(llm.custom_sdpa)
 reference_op("et_vk.sdpa.default", accumulation=llm.fused_sdpa_accumulation)(llm.fused_sdpa)
 reference_op("llama.update_cache.default")(llm.update_cache)
+
+
+# Linears with float activations at the op boundary and per-channel int8/int4 weights (issue 23):
+# QuantizedLinearQCSNW.cpp, QuantizedLinear.cpp's q8csw/q8ta_q8csw, QuantizedLinearRequant.cpp.
+from vkdiff.reference import linear as _linear, q8ta as _q8ta  # noqa: E402
+from vkdiff.reference.packing import unpack_int4_embedding as _unpack_qcs4w  # noqa: E402
+from vkdiff.reference.quant import quantize_per_tensor as _quantize_per_tensor  # noqa: E402
+
+
+def _with_magnitude(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray] = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``(x @ w.T + bias, |x| @ |w|.T + |bias|)`` in float64."""
+    expected = linear_float64(x, weight, bias)
+    magnitude = linear_float64(np.abs(x), np.abs(weight), None if bias is None else np.abs(bias))
+    return expected, magnitude
+
+
+def _weight_int8pack_mm_accumulation(self, mat2, scales):
+    return _with_magnitude(np.asarray(self), _linear.dequantize_per_channel_weight(mat2, scales))
+
+
+def _linear_qcs4w_accumulation(self, weight, scales):
+    return _with_magnitude(np.asarray(self), _linear.dequantize_per_channel_weight(_unpack_qcs4w(weight), scales))
+
+
+def _linear_q8csw_accumulation(x, weights, weight_scales, bias=None):
+    return _with_magnitude(np.asarray(x), _linear.dequantize_per_channel_weight(weights, weight_scales), bias)
+
+
+def _linear_q8ta_q8csw(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, bias=None):
+    """The schema names the weight ``weights``; ``vkdiff.reference.q8ta`` takes it positionally."""
+    return _q8ta.linear_q8ta_q8csw(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, bias)
+
+
+def _linear_q8ta_q8csw_accumulation(x, input_scale, input_zero_point, weights, weight_sums, weight_scales,
+                                    bias=None):
+    """The integer sums are exact; rounding comes from scaling them: ``|dequant(q(x))| @ |W|.T + |bias|``."""
+    expected = _linear_q8ta_q8csw(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, bias)
+    q = _quantize_per_tensor(x, input_scale, input_zero_point).astype(np.float64)
+    x_dq = np.abs(q - float(input_zero_point)) * float(np.float32(input_scale))
+    weight = np.abs(_linear.dequantize_per_channel_weight(weights, weight_scales))
+    return expected, linear_float64(x_dq, weight, None if bias is None else np.abs(bias))
+
+
+reference_op("aten._weight_int8pack_mm.default", accumulation=_weight_int8pack_mm_accumulation)(
+    _linear.weight_int8pack_mm)
+reference_op("et_vk.linear_qcs4w.default", accumulation=_linear_qcs4w_accumulation)(_linear.linear_qcs4w)
+reference_op("et_vk.linear_q8csw.default", accumulation=_linear_q8csw_accumulation)(_linear.linear_q8csw)
+reference_op("et_vk.linear_q8ta_q8csw.default", accumulation=_linear_q8ta_q8csw_accumulation)(_linear_q8ta_q8csw)
+reference_op("et_vk.q4gsw_requant.default")(_linear.q4gsw_requant)
+
+
+# Static-int8 linears with int8x4 activations (issue 23: Q8taLinear.cpp, Q8taLinearGemv.cpp): int8 in, int8 out,
+# requantized in float32 as the shaders do, so the codes are compared exactly.
+from vkdiff.reference import q8ta as _q8ta  # noqa: E402
+
+
+def _q8ta_linear(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, output_scale,
+                 output_zero_point, bias=None, activation="none"):
+    """The schema names the weight ``weights``; ``vkdiff.reference.q8ta`` takes it positionally."""
+    return _q8ta.q8ta_linear(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, output_scale,
+                             output_zero_point, bias, activation)
+
+
+reference_op("et_vk.q8ta_linear.default", "et_vk.q8ta_linear_gemv.default")(_q8ta_linear)
+
+
+# static-int8 elementwise ops and the float <-> int8x4 boundary (issue 23): QuantizeDequantize.cpp, Q8taUnary.cpp,
+# Q8taBinary.cpp, Q8taPixelShuffle.cpp
+from vkdiff.reference import q8ta_elementwise as _q8e  # noqa: E402
+
+reference_op("quantized_decomposed.quantize_per_tensor.default")(_q8e.quantize_per_tensor_op)
+reference_op("quantized_decomposed.dequantize_per_tensor.default")(_q8e.dequantize_per_tensor_op)
+reference_op("et_vk.q8ta_relu.default")(_q8e.q8ta_relu)
+reference_op("et_vk.q8ta_add.default")(_q8e.q8ta_add_op)
+reference_op("et_vk.q8ta_pixel_shuffle.default")(_q8e.q8ta_pixel_shuffle)
+
+
+# Training (issue 23): AdamwStep.cpp, LinearDw.cpp, FusedCe.cpp, QuantizedLinearBackward.cpp
+from vkdiff.reference import training  # noqa: E402
+
+reference_op("et_vk.adamw_step.default", accumulation=training.adamw_step_accumulation)(training.adamw_step)
+reference_op("et_vk.linear_dW.default", accumulation=training.linear_dW_accumulation)(training.linear_dW)
+reference_op("et_vk.fused_ce.default", accumulation=training.fused_ce_accumulation)(training.fused_ce)
+reference_op("et_vk.linear_q4gsw_backward.default", accumulation=training.linear_q4gsw_backward_accumulation)(
+    training.linear_q4gsw_backward)
+
+
+# Quantized 2-D convolutions (issue 23): QuantizedConvolution.cpp.
+from vkdiff.reference import quantized_conv  # noqa: E402
+
+reference_op("et_vk.conv2d_q8csw.default", accumulation=quantized_conv.conv2d_q8csw_accumulation)(
+    quantized_conv.conv2d_q8csw)
+reference_op("et_vk.conv2d_q8ta_q8csw.default", accumulation=quantized_conv.conv2d_q8ta_q8csw_accumulation)(
+    quantized_conv.conv2d_q8ta_q8csw)
+reference_op("et_vk.conv2d_q8ta_q8csw_q8to.default", "et_vk.conv2d_q8ta_q8csw_q8to_dw.default")(
+    quantized_conv.conv2d_q8ta_q8csw_q8to)
+
+
+# Static-int8 convolutions with int8x4 activations (issue 23): Q8taConv2d*.cpp; int8 codes compared exactly.
+from vkdiff.reference import q8ta_conv as _q8ta_conv  # noqa: E402
+
+for _op in ("q8ta_conv2d", "q8ta_conv2d_general", "q8ta_conv2d_im2col", "q8ta_conv2d_pw", "q8ta_conv2d_dw",
+            "q8ta_conv2d_transposed"):
+    reference_op(f"et_vk.{_op}.default")(getattr(_q8ta_conv, _op))

@@ -47,6 +47,8 @@ __all__ = [
     "pack_int8_4h4w",
     "unpack_int8_4h4w",
     "quantize_and_pack_4h4w_with_group_sums",
+    "pack_q4_w4x8",
+    "pack_q8_linear_weight",
 ]
 
 INT4_MIN = -8
@@ -414,3 +416,62 @@ def quantize_and_pack_4h4w_with_group_sums(
     sums[:, :m] = q.astype(np.int64).reshape(m, k // group_size, group_size).sum(axis=2).T
     return packed, sums
 
+
+def pack_q4_w4x8(q: np.ndarray) -> np.ndarray:
+    """Packs int4 codes into ET-VK's ``W_4X8`` block layout (``pack_q4_linear_weight__w_4x8``, ``q4gsw_requant``).
+
+    For codes ``q[N, K]`` with ``N4 = ceil(N / 4)``, ``K4 = ceil(K / 4)``, ``N8 = ceil(N4 / 2)``, the
+    result is int32 ``[K4 * N8 * 4]``: one ``ivec4`` per ``(k4, n8)`` at ``(k4 * N8 + n8) * 4``, components
+    ``(x_a, y_a, x_b, y_b)`` for the 4-row tiles ``n4_a = 2 * n8`` and ``n4_b = n4_a + 1``. In a tile word,
+    byte ``b`` holds the codes at ``k = 4 * k4 + b``: rows ``n4 * 4 + {0, 1}`` in ``x`` and ``{2, 3}`` in
+    ``y``, the even row in the low nibble::
+
+        word |= (q[n4 * 4 + i, 4 * k4 + b] + 8) << (8 * b + 4 * (i % 2))    # x for i < 2, y for i >= 2
+
+    A tile past ``N4`` (odd ``N4``) is ``0x88888888`` (code 0), and so is every code past ``N`` or ``K`` (ET-VK
+    takes only multiples of 4). Example: ``N = 4``, ``K = 4``, all codes 0 gives ``[0x88888888] * 4``.
+
+    Args:
+        q: Integer codes ``[N, K]`` in [-8, 7].
+
+    Returns:
+        int32 array ``[K4 * N8 * 4]``.
+    """
+    q = _check_int4_codes(q)
+    n, k = q.shape
+    k4, n8 = -(-k // 4), -(-n // 8)
+    codes = np.full((n8 * 8, k4 * 4), INT4_OFFSET, dtype=np.uint64)
+    codes[:n, :k] = (q.astype(np.int64) + INT4_OFFSET).astype(np.uint64)
+    tiles = codes.reshape(n8 * 2, 2, 2, k4, 4)  # [n4, x|y, row parity, k4, byte]
+    shifts = (np.arange(4, dtype=np.uint64) * 8)[None, None, None, None, :] + (
+        np.arange(2, dtype=np.uint64) * 4)[None, None, :, None, None]
+    words = (tiles << shifts).sum(axis=(2, 4))  # [n4, x|y, k4]: disjoint nibbles, the sum is the OR
+    blocks = words.reshape(n8, 2, 2, k4).transpose(3, 0, 1, 2)  # [k4, n8, tile a|b, x|y]
+    return np.ascontiguousarray(blocks.reshape(-1).astype(np.uint32).view(np.int32))
+
+
+def pack_q8_linear_weight(q: np.ndarray) -> np.ndarray:
+    """Packs int8 weight codes into ET-VK's 8-bit linear blocks (``pack_q8_linear_weight``).
+
+    For ``q[N, K]`` (``K % 4 == 0``) with ``N4 = ceil(N / 4)``, ``K4 = K / 4``, the result is int32
+    ``[K4, N4 * 4]``: the 4×4 block of rows ``4 * n4 ..`` and columns ``4 * k4 ..`` is the ``ivec4`` at
+    ``[k4, 4 * n4 : 4 * n4 + 4]`` (blocks transposed, ``packed[k4][n4]``), component ``i`` holding row
+    ``4 * n4 + i``'s four codes, byte ``b`` = column ``4 * k4 + b``; rows past ``N`` are 0::
+
+        packed[k4, 4 * n4 + i] = sum_b (q[4 * n4 + i, 4 * k4 + b] & 0xFF) << (8 * b)
+
+    Example: ``q = [[1, 2, 3, 4]]`` gives ``[[0x04030201, 0, 0, 0]]``.
+
+    Args:
+        q: int8 codes ``[N, K]``.
+
+    Returns:
+        int32 ``[K4, N4 * 4]``.
+    """
+    q = np.asarray(q)
+    if q.ndim != 2 or q.dtype != np.int8 or q.shape[1] % 4:
+        raise ValueError(f"pack_q8_linear_weight needs int8 [N, K] with K % 4 == 0, got {q.dtype} {q.shape}")
+    n, k = q.shape
+    rows = np.zeros((-(-n // 4) * 4, k), np.int8)
+    rows[:n] = q
+    return np.ascontiguousarray(rows.view("<i4").T).astype(np.int32)

@@ -4,7 +4,9 @@
 "q8csw" = int8 weights quantized per output channel, symmetric (zero point 0,
 codes in [-127, 127] as produced by PT2E / torchao int8 weight configs).
 
-Linears accumulate in exact integers and apply the float scales in float64.
+Linears accumulate in exact integers. ``linear_q8ta_q8csw`` (float output)
+applies the float scales in float64; ``q8ta_linear`` (int8 output, compared
+exactly) requantizes in float32 in the shaders' order.
 ``q8ta_add`` is defined by float32 arithmetic (the eager op and the shader
 both dequantize, add and requantize in float32), so it is evaluated in
 float32, bit-exact with ``torch.ops.et_vk.q8ta_add``.
@@ -119,16 +121,39 @@ def q8ta_linear(
 ) -> np.ndarray:
     """Reference for ``et_vk.q8ta_linear`` / ``q8ta_linear_gemv`` (int8 in, int8 out).
 
-    ``x`` holds int8 codes already. With the notation of
-    :func:`linear_q8ta_q8csw`::
+    ``x`` holds int8 codes already; every row of its leading dims is one
+    output row (``q8ta_linear_gemv`` is the same op at ``M = 1``). The
+    integer part is exact; the requantization is float32, in the order
+    ``accumulate_out_tile_with_int_accum`` and ``quantize_and_pack``
+    (``linear_fp_output_tile_int8_int8_compute.glslh``, ``common.glslh``)
+    evaluate it (``f32`` = round to float32)::
 
-        y[m, n]   = s_x * s_w[n] * (sum_k x[m, k] * w[n, k] - z * ws[n]) + bias[n]   # float64
-        y         = max(y, 0)                       if activation == "relu"
-        out[m, n] = clip(round_half_even(y * (1 / s_out)) + z_out, -128, 127)        # float64
+        acc[m, n] = sum_k x[m, k] * w[n, k] - z * ws[n]               # integer, exact
+        y[m, n]   = f32(f32(acc[m, n]) * f32(s_x * s_w[n]))           # fma(acc, s, 0): one rounding
+        y         = f32(y + bias[n])                  if bias is given
+        y         = max(y, 0)                         if activation == "relu"
+        out[m, n] = clip(round_half_even(f32(y * f32(1 / s_out))) + z_out, -128, 127)
 
-    The device (and the eager op) form ``y`` in float32, so output codes can
-    differ by one where ``y / s_out`` is within float32 rounding of a ``.5``
-    tie.
+    ==================  ===============  =====================================
+    argument            granularity      layout
+    ==================  ===============  =====================================
+    ``x``               per element      int8 ``[..., K]``
+    ``s_x``, ``z``      per tensor       scalars (float32, int)
+    ``w``               per element      int8 ``[N, K]``, codes in [-127, 127]
+    ``s_w``             per channel (N)  ``[N_padded]``
+    ``ws``              per channel (N)  int32 ``[N_padded]``: ``sum_k w[n, k]``
+    ``bias``            per channel (N)  ``[N_padded]`` (optional)
+    ``s_out, z_out``    per tensor       scalars (float32, int)
+    ==================  ===============  =====================================
+
+    ``ws`` is taken as given (the shaders read it; the eager op ignores it).
+    With ``ws = w.sum(1)`` this is ``requantize(sum_k (x - z) * s_x * w * s_w
+    + bias)``. The eager op (a float32 linear of dequantized values, then
+    ``quantized_decomposed.quantize_per_tensor``) rounds its sums in another
+    order: its codes agree except by one where ``y / s_out`` lies within that
+    rounding of a ``.5`` tie; so may a device that contracts ``y * s + bias``
+    into one fma. GLSL ``round`` leaves ties to the device; this rounds them
+    to even.
 
     Args:
         x: int8 codes ``[..., K]``.
@@ -144,18 +169,47 @@ def q8ta_linear(
 
     Returns:
         int8 ``[..., N]``.
+
+    Example::
+
+        >>> w = np.array([[1, 2, 3, 4], [-127, 0, 0, 127]], np.int8)
+        >>> x = np.array([[10, 0, -5, 2]], np.int8)  # z = 2: x - z = [8, -2, -7, 0]
+        >>> # y = [-17 * 0.5 * 0.25, -1016 * 0.5 * 0.1875] = [-2.125, -95.25]; z_out = -3
+        >>> q8ta_linear(x, 0.5, 2, w, w.sum(1), np.float32([0.25, 0.1875]), 1.0, -3).tolist()
+        [[-5, -98]]
     """
     if activation not in ("none", "relu"):
         raise ValueError(f"activation must be 'none' or 'relu', got {activation!r}")
     q = np.asarray(x)
     if not np.issubdtype(q.dtype, np.integer):
         raise TypeError(f"x must hold integer codes, got {q.dtype}")
-    y = _int8_linear_core(
-        q, input_scale, input_zero_point, weight, weight_sums, weight_scales, bias
-    )
+    acc, n = _int8_accumulate(q, input_zero_point, weight, weight_sums, weight_scales)
+    scale = scalar_f32(input_scale, "input_scale") * np.asarray(weight_scales, np.float32).reshape(-1)[:n]
+    y = acc.astype(np.float32) * scale
+    if bias is not None:
+        y = y + np.asarray(bias, np.float32).reshape(-1)[:n]
     if activation == "relu":
-        y = np.maximum(y, 0.0)
-    return quantize_per_tensor(y, output_scale, output_zero_point)
+        y = np.maximum(y, np.float32(0))
+    return quantize_per_tensor(y.reshape(*q.shape[:-1], n), output_scale, output_zero_point)
+
+
+def _int8_accumulate(
+    q: np.ndarray, input_zero_point: int, weight: np.ndarray, weight_sums: np.ndarray, weight_scales: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """``(sum_k q[m, k] w[n, k] - z * ws[n]`` as int64 ``[rows, N]``, ``N)``, with the shapes checked."""
+    weight = np.asarray(weight)
+    if weight.ndim != 2 or not np.issubdtype(weight.dtype, np.integer):
+        raise ValueError(f"weight must be 2-D integer [N, K], got {weight.dtype} {weight.shape}")
+    n, k = weight.shape
+    if q.shape[-1] != k:
+        raise ValueError(f"input K={q.shape[-1]} != weight K={k}")
+    ws = np.asarray(weight_sums).reshape(-1)
+    if ws.size < n or np.size(weight_scales) < n:
+        raise ValueError(f"weight_sums/scales need >= {n} entries, got {ws.size}/{np.size(weight_scales)}")
+    z = scalar_int(input_zero_point, "input_zero_point")
+    # |sum| <= 128 * 127 * K: exact in float64 BLAS for any realistic K.
+    acc = np.rint(q.reshape(-1, k).astype(np.float64) @ weight.astype(np.float64).T).astype(np.int64)
+    return acc - z * ws[:n].astype(np.int64), n
 
 
 def q8ta_add(

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from vkdiff.cases.kernel_suites.q8ta_elementwise import clone_int8x4_cases, int8_codes
 from vkdiff.cases.kernels import KernelCase, register_test_suite
 
 DTYPES = ("fp32", "fp16")
@@ -143,6 +144,8 @@ CLONE_ROUTES = (("texture3d", "width", ()), ("texture3d", "channels", ()),
 
 
 def clone_args(case: KernelCase, rng: np.random.Generator) -> dict[str, Any]:
+    if case.dtype == "int8":
+        return {"self": int8_codes(rng, _shape(case)), "memory_format": None}
     return {"self": values(case, rng, _shape(case)), "memory_format": None}
 
 
@@ -155,6 +158,7 @@ def clone_suite() -> Iterator[KernelCase]:
         yield _case("aten.clone.default", "clone", (3, 5, 6), "fp16", storage, layout, ("special",), options)
         yield _case("aten.clone.default", "clone", (3, 5, 6), "int32", storage, layout, options=options)
     yield _case("aten.clone.default", "clone", (67,), "fp32", "texture3d", flags=("special",))
+    yield from clone_int8x4_cases()
 
 
 # -- dtype copies ----------------------------------------------------------------------------------------------------

@@ -457,13 +457,17 @@ class ComputeGraph:
         outs = out if isinstance(out, tuple) else (out,)
         read = tuple(self.read(t, None if index is None else index[i]) for i, t in enumerate(outs))
         output = read if isinstance(out, tuple) else read[0]
-        main = [d for d in self.dispatches if not d.prepack and not d.skipped][-1]
+        main = [d for d in self.dispatches if not d.prepack and not d.skipped and d.shader not in OUTPUT_STAGING][-1]
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)
         return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, clamped=tuple(sorted(self.clamped)),
                       shaders=shaders, index=index,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
 
+
+OUTPUT_STAGING = frozenset({"int8x4_buffer_to_nchw"})
+"""Shaders that copy a graph output out to staging (``add_int8x4_buffer_to_staging_node``): never the variant
+that computed it."""
 
 _BLOCKS: dict[str, Callable[[TensorSpec], bytes]] = {
     "meta": TensorSpec.meta_block, "sizes": TensorSpec.sizes_block, "strides": TensorSpec.strides_block,

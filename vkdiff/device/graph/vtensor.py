@@ -33,8 +33,10 @@ INT8X4 = "int8x4"
 
 LAYOUT_NAMES = {"TENSOR_WIDTH_PACKED": "width", "TENSOR_HEIGHT_PACKED": "height",
                 "TENSOR_CHANNELS_PACKED": "channels", "PACKED_INT8_4W": "int8x4_4w", "PACKED_INT8_4C": "int8x4_4c",
-                "PACKED_INT8_4W4C": "int8x4_4w4c", "PACKED_INT8_4H4W": "int8x4_4h4w", "PACKED_INT8_4C1W": "int8x4_4c1w"}
-"""``VkMemoryLayout`` names of the serialized graph → layouts here."""
+                "PACKED_INT8_4W4C": "int8x4_4w4c", "PACKED_INT8_4H4W": "int8x4_4h4w", "PACKED_INT8_4C1W": "int8x4_4c1w",
+                "PACKED_INT8_CONV2D": "int8x4_4c1w"}
+"""``VkMemoryLayout`` names of the serialized graph → layouts here (``VulkanBackend.cpp::get_memory_layout``:
+``PACKED_INT8_CONV2D``, the q8ta convs' input layout no pass resolves, falls back to ``kPackedInt8_4C1W``)."""
 
 STORAGE_NAMES = {"BUFFER": "buffer", "TEXTURE_3D": "texture3d", "TEXTURE_2D": "texture2d"}
 """``VkStorageType`` names → storages here (``DEFAULT_STORAGE`` is the graph's choice)."""

@@ -14,8 +14,9 @@ Ported from ``runtime/graph/ops/impl/Clone.cpp`` (``clone``, ``add_clone_node``,
   UBOs; spec constants (image hashed layout, ``transpose_hw = 0``, buffer hashed layout); default global size;
 * buffer → buffer: ``add_view_copy_node`` (``view_buffer_<dtype>``);
 * every route is a ``DynamicDispatchNode`` with the default local size; resize (``resize_clone_node``):
-  the output takes the input's sizes when the ranks agree, else keeps its own. The int8x4 route
-  (``add_q8ta_clone_node``) is not ported: no kernel case has packed int8 tensors.
+  the output takes the input's sizes when the ranks agree, else keeps its own;
+* int8x4 → int8x4 (checked first): ``add_q8ta_clone_node`` of ``Q8taClone.cpp`` (``launchers/q8ta_clone.py``),
+  which has no resize function.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.graph.vtensor import TensorSpec
+from vkdiff.device.graph.vtensor import INT8X4, TensorSpec
 from vkdiff.device.launchers.common import default_global_wg
 from vkdiff.device.launchers.permute import TREE
+from vkdiff.device.launchers.q8ta_clone import PORT as Q8TA_CLONE_PORT, add_q8ta_clone_node
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.to_dim_order_copy import PORTS as VIEW_PORTS, add_view_copy_node
 from vkdiff.device.resources import Tensor
@@ -38,7 +40,7 @@ PORTS = (Port(file="runtime/graph/ops/impl/Clone.cpp",
               functions=("clone", "add_clone_node", "add_image_to_buffer_node", "add_buffer_to_image_node",
                          "clone_image_to_buffer_global_wg_size", "resize_clone_node"),
               sha256="39396a0096cf2f77ab39a5faf791dfec48026ed9ef3b851dad1fb7c03bf800dd", tree=TREE),
-         *VIEW_PORTS)
+         Q8TA_CLONE_PORT, *VIEW_PORTS)
 
 
 def resize_clone_node(graph: ComputeGraph, out: Tensor, x: Tensor) -> None:
@@ -73,8 +75,10 @@ def add_buffer_to_image_node(graph: ComputeGraph, buffer: Tensor, image: Tensor)
 
 
 def clone_route(src: TensorSpec, dst: TensorSpec) -> str:
-    """``clone``'s choice by the two placements: ``clone``, ``view_texture``, ``image_to_buffer``,
-    ``buffer_to_image`` or ``view_buffer``."""
+    """``clone``'s choice by the two placements: ``q8ta_clone`` (both int8x4), ``clone``, ``view_texture``,
+    ``image_to_buffer``, ``buffer_to_image`` or ``view_buffer``."""
+    if src.dtype == INT8X4 and dst.dtype == INT8X4:
+        return "q8ta_clone"
     if src.storage == "texture3d" and dst.storage == "texture3d":
         return "clone" if src.hashed_layout == dst.hashed_layout else "view_texture"
     if src.storage == "texture3d" and dst.storage == "buffer":
@@ -87,6 +91,8 @@ def clone_route(src: TensorSpec, dst: TensorSpec) -> str:
 def add_clone(graph: ComputeGraph, x: Tensor, out: Tensor) -> None:
     """``clone``: the node of the route ``clone_route`` picks."""
     route = clone_route(x.spec, out.spec)
+    if route == "q8ta_clone":
+        return add_q8ta_clone_node(graph, x, out)
     if route == "clone":
         return add_clone_node(graph, x, out)
     if route == "image_to_buffer":

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from vkdiff.device.boundary import DeviceLimitError, EtVkRefusal
+from vkdiff.device.boundary import BindingKindError, DeviceLimitError, EtVkRefusal
 from vkdiff.device.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_input, read_nchw
@@ -60,6 +60,9 @@ class Launcher:
     arithmetic: Callable[[str], Arithmetic | None] = lambda variant: None
     """The accumulation of a dispatched variant, ported from its GLSL (None: not declared; the verdict then
     bounds rounding by the tolerance policy alone)."""
+    mutates: tuple[str, ...] = ()
+    """Tensor arguments the op writes in place and returns (``Tensor(a!)``), in output order (adamw_step's
+    ``param, m, v``): a one-op graph reads these inputs back as its outputs, as ET-VK's own op test does."""
 
 
 LAUNCHERS: dict[str, list[Launcher]] = {}
@@ -72,7 +75,7 @@ class NoLauncherError(LookupError):
 
 def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], ports: tuple[Port, ...],
                 registered_in: str | None = None, placements: Mapping[str, str] | None = None,
-                arithmetic: Callable[[str], Arithmetic | None] | None = None):
+                arithmetic: Callable[[str], Arithmetic | None] | None = None, mutates: tuple[str, ...] = ()):
     """Register the decorated op function as a launcher of ``op``.
 
     ``registered_in`` defaults to the first port's file. Registering the same function
@@ -94,7 +97,7 @@ def register_op(op: str, *, output: OutputSpec, constants: tuple[str, ...], port
             if same:
                 return fn
         found.append(Launcher(op=op, add_node=fn, output=output, constants=frozenset(constants), ports=ports,
-                              registered_in=where, placements=dict(placements or {}),
+                              registered_in=where, placements=dict(placements or {}), mutates=tuple(mutates),
                               **({"arithmetic": arithmetic} if arithmetic else {})))
         return fn
     return wrap
@@ -186,10 +189,10 @@ class OpGraph:
                 values[name] = self.inputs[name] = graph_input(graph, value, where, packed or layout, label=name)
         spec = launcher.output(args, dtype)
         self.tuple_output = isinstance(spec, list)
-        self.outs = tuple(graph.add_tensor(shape, np.dtype(out_dtype).name,
-                                           launcher.placements.get(f"out{i}", out_storage), self.out_layout,
-                                           label=f"output{i}")
-                          for i, (shape, out_dtype) in enumerate(spec if self.tuple_output else [spec]))
+        self.outs = tuple(self.inputs[name] for name in launcher.mutates) or tuple(
+            graph.add_tensor(shape, np.dtype(out_dtype).name, launcher.placements.get(f"out{i}", out_storage),
+                             self.out_layout, label=f"output{i}")
+            for i, (shape, out_dtype) in enumerate(spec if self.tuple_output else [spec]))
         with self._variants_named_by_the_port():
             launcher.add_node(graph, values, self.outs if self.tuple_output else self.outs[0], **options)
         for out in self.outs:
@@ -200,17 +203,28 @@ class OpGraph:
     def _variants_named_by_the_port(self) -> Iterator[None]:
         """A shader variant the tree lacks, named by a port whose C++ the tree still has while the tree builds other
         variants of that shader, is ET-VK's own bug (its graph build throws: ``EtVkRefusal``); with a stale port,
-        or a tree without that shader at all, it stays ``VariantMissingError`` (``NOT_RUN``)."""
+        or a tree without that shader at all, it stays ``VariantMissingError`` (``NOT_RUN``). Likewise a buffer
+        bound to an image binding (or the reverse) by a current port is ET-VK's invalid Vulkan usage, not
+        vkdiff's launcher bug."""
         try:
             yield
         except VariantMissingError as exc:
-            tree = self.ctx.builder.et_src
-            if (tree is None or not self.ctx.defines_family_of(exc.name) or stale_files(RUNTIME_PORTS, tree)
-                    or stale_ports(self.launcher, tree)):
+            if not self.ctx.defines_family_of(exc.name) or not self._port_is_current():
                 raise
-            ported = ", ".join(port.file.rsplit("/", 1)[-1] for port in self.launcher.ports if port.file.endswith(".cpp"))
-            raise EtVkRefusal(f"{exc}, yet the tree's own C++ ({ported}, as ported) asks for it: ET-VK's graph build "
-                              f"throws (no such shader)") from None
+            raise EtVkRefusal(f"{exc}, yet the tree's own C++ ({self._ported()}, as ported) asks for it: ET-VK's "
+                              f"graph build throws (no such shader)") from None
+        except BindingKindError as exc:
+            if not self._port_is_current():
+                raise
+            raise EtVkRefusal(f"{exc}, as the tree's own C++ ({self._ported()}, as ported) binds it: invalid Vulkan "
+                              f"usage (a descriptor of the wrong type)") from None
+
+    def _port_is_current(self) -> bool:
+        tree = self.ctx.builder.et_src
+        return tree is not None and not stale_files(RUNTIME_PORTS, tree) and not stale_ports(self.launcher, tree)
+
+    def _ported(self) -> str:
+        return ", ".join(port.file.rsplit("/", 1)[-1] for port in self.launcher.ports if port.file.endswith(".cpp"))
 
     def launch(self) -> Launch:
         """Execute and read the outputs back at their current sizes, raw (unwritten elements stay poisoned)."""
