@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from vkdiff.datamodel import Result
 from vkdiff.verdicts import expectations
 
@@ -23,6 +25,14 @@ def test_fixed_bug_is_an_unexpected_pass():
     result = expectations.annotate(_result("PASS"), [EXP])
     assert result.expectation["outcome"] == "unexpected-pass"
     assert expectations.counts_as_failure(result)
+
+
+def test_a_racy_bug_that_passed_this_run_is_a_racy_pass_not_a_fix():
+    racy = dataclasses.replace(EXP, racy=True)
+    result = expectations.annotate(_result("PASS"), [racy])
+    assert result.expectation["outcome"] == "racy-pass" and not expectations.counts_as_failure(result)
+    assert expectations.annotate(_result("FAIL_CHECK", "weight packed 2 times"), [racy]).expectation[
+        "outcome"] == "known"
 
 
 def test_other_failure_is_not_explained():

@@ -1,10 +1,12 @@
-"""The default model cases: the small models, the ViT token path (PT2E, XNNPACK) and export_llama's tiny Llama."""
+"""The default model cases: the small models, the static-int8 conv nets, the ViT token path (PT2E: XNNPACK and
+Vulkan) and export_llama's tiny Llama."""
 
 from __future__ import annotations
 
 import re
 from typing import Iterator
 
+from vkdiff.cases.convnets import convnet_cases
 from vkdiff.cases.llm import llm_cases
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.cases.models import model_cases
@@ -14,6 +16,7 @@ from vkdiff.cases.vit import vit_cases
 def default_model_cases() -> Iterator[ModelCase]:
     """Every model case of the default set, fastest families first."""
     yield from model_cases()
+    yield from convnet_cases()
     yield from vit_cases()
     yield from llm_cases()
 

@@ -16,6 +16,12 @@ from torch import nn
 LINEAR_Q4GSW = "et_vk.linear_q4gsw"
 LINEAR_DQ8CA_Q4GSW = "et_vk.linear_dq8ca_q4gsw"
 EMBEDDING_Q4GSW = "et_vk.embedding_q4gsw"
+Q8TA_CONV2D = "et_vk.q8ta_conv2d"
+Q8TA_CONV2D_DW = "et_vk.q8ta_conv2d_dw"
+Q8TA_CONV2D_PW = "et_vk.q8ta_conv2d_pw"
+Q8TA_ADD = "et_vk.q8ta_add"
+Q8TA_LINEAR = "et_vk.q8ta_linear"
+Q8TA_LINEAR_GEMV = "et_vk.q8ta_linear_gemv"
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)

@@ -12,7 +12,10 @@ then transformer blocks, a final LayerNorm and a Linear head on the class token 
 A quantizer that anchors the cat's shared qparams on the class-token input (a
 constant) instead of the patch-token activation path leaves the ``transpose``
 with different input and output qparams, which XNNPACK refuses at runtime init
-(``Failed to create static transpose node``). The rule is ``cat_qparams``.
+(``Failed to create static transpose node``). The rule is ``cat_qparams``. Lowered static-int8
+to Vulkan (``STATIC_INT8``), the same token path runs in float between the patch conv's
+``dequantize_per_tensor`` and the ``quantize_per_tensor`` after the cat, and ET-VK would
+requantize a mismatch silently: the rule there is ``vk_cat_qparams``.
 
 timm and torchvision are not available here: the architecture (timm's ``VisionTransformer``
 layout, attention written with ``Linear``/``matmul``/``softmax``) is defined below.
@@ -27,10 +30,12 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from vkdiff.cases.model_case import ModelCase
+from vkdiff.cases.model_case import Q8TA_ADD, Q8TA_CONV2D, Q8TA_LINEAR, Q8TA_LINEAR_GEMV, ModelCase
 
 RECIPE = "pt2e-xnnpack"
 """Recipe name of :func:`vkdiff.lowering.pt2e.quantize_pt2e_xnnpack` in ``vkdiff.lowering.lower.RECIPES``."""
+STATIC_INT8 = "pt2e-xnnpack-perchannel"
+"""ET-VK's static-int8 recipe (per-channel weights), which lowers to ``et_vk.q8ta_*`` with ``VulkanPartitioner``."""
 
 
 class Attention(nn.Module):
@@ -134,7 +139,11 @@ def image_inputs(image: int = 32, batch: int = 1, channels: int = 3) -> Callable
 
 
 def vit_cases() -> Iterator[ModelCase]:
-    """ViT token-path cases: PT2E (XNNPACKQuantizer, symmetric) lowered to XNNPACK, depth 1 and 2."""
+    """ViT token-path cases: PT2E (XNNPACKQuantizer, symmetric) lowered to XNNPACK, depth 1 and 2; and depth 1
+    static-int8 on Vulkan (patch conv, token cat, ``+ pos_embed``, LayerNorm/attention, the linears as q8ta ops)."""
     for depth in (1, 2):
         yield ModelCase(name=f"vit_token_path_d{depth}", build=lambda d=depth: ViTTokenPath(depth=d),
                         inputs=image_inputs(32), recipe=RECIPE, partitioner="xnnpack", rules=("cat_qparams", "cpu_runtime"))
+    yield ModelCase(name="vit_token_path_d1", build=lambda: ViTTokenPath(depth=1), inputs=image_inputs(32),
+                    recipe=STATIC_INT8, expect_ops=(Q8TA_CONV2D, Q8TA_ADD, Q8TA_LINEAR, Q8TA_LINEAR_GEMV),
+                    rules=("expected_fusions", "numerics", "cpu_runtime", "cat_qparams", "vk_cat_qparams"))

@@ -73,7 +73,7 @@ class Result:
     device_info: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Adapter identity (``DeviceInfo``)."""
     expectation: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Known upstream bug this result matches: ``id``, ``link``, ``reason``, ``outcome`` (known/unexpected-pass)."""
+    """Known upstream bug this result matches: ``id``, ``link``, ``reason``, ``outcome`` (known/unexpected-pass/racy-pass)."""
     traceback: str = ""
     """The Python traceback of an ``ERROR`` (a harness bug), kept for whoever fixes it."""
     bucket: str = ""

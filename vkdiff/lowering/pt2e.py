@@ -1,9 +1,12 @@
-"""PT2E quantization for XNNPACK and the qparam flow of the converted graph.
+"""PT2E quantization (``XNNPACKQuantizer``, ``VulkanQuantizer``) and the qparam flow of the converted graph.
 
 The recipe is ExecuTorch's documented one (``torch.export.export(...).module()``,
 ``prepare_pt2e`` with ``XNNPACKQuantizer().set_global(get_symmetric_quantization_config())``,
 calibration, ``convert_pt2e``; torchao's ``torchao.quantization.pt2e.quantize_pt2e``
-is what executorch 1.5.1's quantizer is written against). :func:`qparam_flow`
+is what executorch 1.5.1's quantizer is written against). ET-VK's static-int8 ops
+(``et_vk.q8ta_*``) come from ``XNNPACKQuantizer`` with per-channel weights, as ET-VK's own
+tests quantize (``backends/vulkan/test/utils.py::get_exported_graph``): ``VulkanQuantizer``
+annotates ``linear`` only, weight-only or with dynamic activations. :func:`qparam_flow`
 reads the converted graph's ``quantize_per_tensor``/``dequantize_per_tensor``
 nodes around every qparam-preserving op and every ``cat``: what the
 ``cat_qparams`` rule checks, and what XNNPACK checks at runtime init
@@ -13,8 +16,10 @@ nodes around every qparam-preserving op and every ``cat``: what the
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import operator
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -40,15 +45,31 @@ _QUANTIZE = "quantize_per_tensor"
 _DEQUANTIZE = "dequantize_per_tensor"
 
 
-def quantize_pt2e_xnnpack(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple) -> torch.fx.GraphModule:
+def quantize_pt2e(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple, quantizer: Any
+                  ) -> torch.fx.GraphModule:
+    """Export ``model``, annotate it with ``quantizer``, calibrate once on ``inputs``, convert (constants folded)."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    inputs = tuple(inputs)
+    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
+    with torch.no_grad():
+        prepared(*inputs)
+    return convert_pt2e(prepared)
+
+
+def quantize_pt2e_xnnpack(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple, *,
+                          per_channel: bool = False) -> torch.fx.GraphModule:
     """Quantize ``model`` with PT2E and ``XNNPACKQuantizer`` (symmetric, static per-tensor activations).
 
-    The ``recipe(model, inputs)`` of ``RECIPES["pt2e-xnnpack"]``: export, annotate, calibrate on
-    ``inputs`` once, convert (constants folded).
+    The ``recipe(model, inputs)`` of ``RECIPES["pt2e-xnnpack"]`` (per-tensor weights) and of
+    ``RECIPES["pt2e-xnnpack-perchannel"]`` (per-channel weights: ET-VK's static-int8 recipe):
+    export, annotate, calibrate on ``inputs`` once, convert (constants folded). Activations are
+    int8 affine per tensor (``[-128, 127]``, zero points), weights int8 symmetric (``[-127, 127]``).
 
     Args:
         model (torch.nn.Module): the float module, in eval mode.
         inputs (tuple): example inputs, used to export and to calibrate.
+        per_channel (bool): per-output-channel weight scales (else one scale per weight).
 
     Returns:
         torch.fx.GraphModule: the converted module (``quantize``/``dequantize_per_tensor`` nodes
@@ -62,15 +83,70 @@ def quantize_pt2e_xnnpack(model: torch.nn.Module, inputs: Sequence[torch.Tensor]
     """
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
                                                                          get_symmetric_quantization_config)
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    inputs = tuple(inputs)
-    graph_module = torch.export.export(model, inputs).module()
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config())
-    prepared = prepare_pt2e(graph_module, quantizer)
-    with torch.no_grad():
-        prepared(*inputs)
-    return convert_pt2e(prepared)
+    memoise_xnnpack_patterns()
+    config = get_symmetric_quantization_config(is_per_channel=per_channel)
+    return quantize_pt2e(model, inputs, XNNPACKQuantizer().set_global(config))
+
+
+@functools.lru_cache(maxsize=None)
+def memoise_xnnpack_patterns() -> None:
+    """Memoise the conv-bn pattern graphs ``XNNPACKQuantizer.annotate`` exports on every call (12 strict exports,
+    ~7 s on 2 cores), keyed by the pattern's code, closure and example input shapes; each call gets its own copy
+    (the matcher edits the pattern graph). Unkeyable patterns are exported as before."""
+    from executorch.backends.xnnpack.quantizer import xnnpack_quantizer_utils as utils
+
+    export = utils._get_aten_graph_module_for_pattern
+    graphs: dict[tuple, Any] = {}
+
+    def memoised(pattern: Callable, example_inputs: tuple, is_cuda: bool = False, **kwargs):
+        key = _pattern_key(pattern, example_inputs, is_cuda, kwargs)
+        if key is None:
+            return export(pattern, example_inputs, is_cuda, **kwargs)
+        if key not in graphs:
+            graphs[key] = export(pattern, example_inputs, is_cuda, **kwargs)
+        return copy.deepcopy(graphs[key])
+
+    utils._get_aten_graph_module_for_pattern = memoised
+
+
+def _pattern_key(pattern: Callable, example_inputs: tuple, is_cuda: bool, kwargs: dict) -> tuple | None:
+    """What a pattern's exported graph depends on: its function's code and closure, input shapes and dtypes."""
+    fn = getattr(pattern, "fn", pattern)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        closure = tuple(cell.cell_contents for cell in fn.__closure__ or ())
+        inputs = tuple((tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x for x in example_inputs)
+        key = (code, closure, inputs, is_cuda, tuple(sorted(kwargs.items())))
+        hash(key)
+    except (TypeError, ValueError):
+        return None
+    return key
+
+
+def quantize_pt2e_vulkan(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple, *, dynamic: bool = False,
+                         weight_bits: int = 8) -> torch.fx.GraphModule:
+    """Quantize ``model`` with PT2E and ``VulkanQuantizer``: the ``linear`` weights, per channel.
+
+    ``VulkanQuantizer`` annotates ``aten.linear`` and nothing else (convs, adds, cats stay float);
+    its one config, ``get_symmetric_quantization_config(is_dynamic, weight_bits)``, quantizes
+    weights int8 per-channel symmetric (``[-128, 127]``; ``[-8, 7]`` at 4 bits) and, when
+    ``dynamic``, the linear's input with a per-tensor ``choose_qparams`` at run time. It has
+    no static-activation and no asymmetric option.
+
+    Args:
+        model (torch.nn.Module): the float module, in eval mode.
+        inputs (tuple): example inputs, used to export (and to run the observers once).
+        dynamic (bool): quantize linear inputs dynamically (8-bit, per tensor).
+        weight_bits (int): 8 or 4.
+    """
+    from executorch.backends.vulkan.quantizer.vulkan_quantizer import (VulkanQuantizer,
+                                                                       get_symmetric_quantization_config)
+
+    config = get_symmetric_quantization_config(is_dynamic=dynamic, weight_bits=weight_bits)
+    return quantize_pt2e(model, inputs, VulkanQuantizer().set_global(config))
 
 
 UNFIXED_SHARED_OPS = ("transpose.int", "reshape.default", "slice.Tensor", "dropout.default", "dropout_.default")
@@ -104,11 +180,11 @@ def unfixed_cat_annotation() -> Iterator[bool]:
             setattr(utils, name, value)
 
 
-def quantize_pt2e_xnnpack_unfixed(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple
-                                  ) -> torch.fx.GraphModule:
+def quantize_pt2e_xnnpack_unfixed(model: torch.nn.Module, inputs: Sequence[torch.Tensor] | tuple, *,
+                                  per_channel: bool = False) -> torch.fx.GraphModule:
     """:func:`quantize_pt2e_xnnpack` under :func:`unfixed_cat_annotation`: the recipe of an ``expect_fail`` case."""
     with unfixed_cat_annotation():
-        return quantize_pt2e_xnnpack(model, inputs)
+        return quantize_pt2e_xnnpack(model, inputs, per_channel=per_channel)
 
 
 def op_name(target: Any) -> str:

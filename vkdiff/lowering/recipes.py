@@ -1,7 +1,7 @@
 """Quantization recipes and partitioners by name, as model cases name them.
 
 A recipe quantizes a module in place (``recipe(model, inputs)``: torchao configs, PT2E with
-``XNNPACKQuantizer``, export_llama's own source transforms); a partitioner is a list of
+``XNNPACKQuantizer`` or ``VulkanQuantizer``, export_llama's own source transforms); a partitioner is a list of
 ExecuTorch partitioners (``VulkanPartitioner`` with its compile options, ``XnnpackPartitioner``).
 """
 
@@ -112,6 +112,26 @@ def _pt2e_xnnpack(model, inputs):
     from vkdiff.lowering.pt2e import quantize_pt2e_xnnpack
 
     return quantize_pt2e_xnnpack(model, inputs)
+
+
+@recipe("pt2e-xnnpack-perchannel")
+def _pt2e_xnnpack_perchannel(model, inputs):
+    """ET-VK's static-int8 recipe (its tests' ``get_exported_graph``): ``XNNPACKQuantizer``, static per-tensor
+    int8 activations, per-channel symmetric int8 weights; lowers to ``et_vk.q8ta_*`` on Vulkan."""
+    from vkdiff.lowering.pt2e import quantize_pt2e_xnnpack
+
+    return quantize_pt2e_xnnpack(model, inputs, per_channel=True)
+
+
+def _pt2e_vulkan(model, inputs, *, dynamic: bool, weight_bits: int):
+    """PT2E with ``VulkanQuantizer`` (``linear`` only: weight-only, or dynamic per-tensor activations)."""
+    from vkdiff.lowering.pt2e import quantize_pt2e_vulkan
+
+    return quantize_pt2e_vulkan(model, inputs, dynamic=dynamic, weight_bits=weight_bits)
+
+
+for _name, _dynamic, _bits in (("8w", False, 8), ("4w", False, 4), ("8da8w", True, 8), ("8da4w", True, 4)):
+    RECIPES[f"pt2e-vulkan-{_name}"] = functools.partial(_pt2e_vulkan, dynamic=_dynamic, weight_bits=_bits)
 
 
 def _bf16_checkpoint(model, inputs, quantize: Callable, unwrap: bool):

@@ -23,8 +23,8 @@ from vkdiff.reference.packing import (
     weight_sums,
     weight_sums_per_channel,
 )
-from vkdiff.reference.ops import (OPS, ReferenceOp, UnsupportedOpError, emulate, evaluate, evaluate_with_magnitude,
-                                  reference_op)
+from vkdiff.reference.ops import (OPS, ReferenceOp, UnsupportedOpError, contracted, emulate, evaluate,
+                                  evaluate_with_magnitude, reference_op)
 from vkdiff.reference.q8ta import linear_q8ta_q8csw, q8ta_add, q8ta_linear
 from vkdiff.reference.quant import (
     choose_qparams_affine,
@@ -45,6 +45,7 @@ __all__ = [
     "UnsupportedOpError",
     "evaluate",
     "emulate",
+    "contracted",
     "evaluate_with_magnitude",
     "reference_op",
     "choose_qparams_affine",

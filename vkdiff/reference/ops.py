@@ -54,6 +54,9 @@ class ReferenceOp:
     emulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None
     """``(output, scale)`` with a kernel's rounding: the schema's arguments plus ``accumulate``, ``lanes`` and
     ``fused`` keywords; scale is the largest partial sum per element. None: no emulation."""
+    contractions: Optional[Callable[..., dict[str, np.ndarray]]] = None
+    """Integer outputs a correct device may give instead (a multiply contracted into an add, which Vulkan allows),
+    by model name: an output equal to one of them *entirely* passes. None: only the reference's own."""
 
 
 OPS: dict[str, ReferenceOp] = {}
@@ -61,11 +64,13 @@ OPS: dict[str, ReferenceOp] = {}
 
 
 def reference_op(*names: str, accumulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None,
-                 emulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None):
+                 emulation: Optional[Callable[..., tuple[np.ndarray, np.ndarray]]] = None,
+                 contractions: Optional[Callable[..., dict[str, np.ndarray]]] = None):
     """Register the decorated function as the reference of ``names``."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
-            OPS[name] = ReferenceOp(name=name, fn=fn, accumulation=accumulation, emulation=emulation)
+            OPS[name] = ReferenceOp(name=name, fn=fn, accumulation=accumulation, emulation=emulation,
+                                    contractions=contractions)
         return fn
     return wrap
 
@@ -91,6 +96,12 @@ def evaluate_with_magnitude(name: str, args: Mapping[str, Any]) -> tuple[np.ndar
     if op.accumulation is None:
         return op.fn(**args), None
     return op.accumulation(**args)
+
+
+def contracted(name: str, args: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The outputs a correct device may give instead of the reference's (``ReferenceOp.contractions``), or none."""
+    op = _lookup(name)
+    return {} if op.contractions is None else op.contractions(**args)
 
 
 def emulate(name: str, args: Mapping[str, Any], *, accumulate: str, lanes: int, fused: bool,
@@ -409,7 +420,7 @@ from vkdiff.reference import q8ta_elementwise as _q8e  # noqa: E402
 reference_op("quantized_decomposed.quantize_per_tensor.default")(_q8e.quantize_per_tensor_op)
 reference_op("quantized_decomposed.dequantize_per_tensor.default")(_q8e.dequantize_per_tensor_op)
 reference_op("et_vk.q8ta_relu.default")(_q8e.q8ta_relu)
-reference_op("et_vk.q8ta_add.default")(_q8e.q8ta_add_op)
+reference_op("et_vk.q8ta_add.default", contractions=_q8e.q8ta_add_contractions)(_q8e.q8ta_add_op)
 reference_op("et_vk.q8ta_pixel_shuffle.default")(_q8e.q8ta_pixel_shuffle)
 
 

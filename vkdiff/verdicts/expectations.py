@@ -38,6 +38,9 @@ class Expectation:
     """The largest error the bug makes (``error_of``): a larger one is a different failure."""
     mismatches: int | None = None
     """The most elements over tolerance (or unwritten) the bug leaves (where the result counts them)."""
+    racy: bool = False
+    """A data race: the bug shows on some runs and devices only, so a PASS is ``racy-pass``, not an unexpected
+    pass (``--repeat`` is the way to see it flip)."""
     link: str = ""
     reason: str = ""
 
@@ -101,7 +104,8 @@ def annotate(result: Result, expectations: Sequence[Expectation] | None = None) 
             result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": "known"}
             return result
         if exp.applies_to(result) and Status[result.status] is Status.PASS:
-            result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": "unexpected-pass"}
+            outcome = "racy-pass" if exp.racy else "unexpected-pass"
+            result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": outcome}
             return result
     return result
 

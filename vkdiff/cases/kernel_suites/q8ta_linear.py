@@ -44,8 +44,9 @@ EDGE_FLAGS = (("bias", "relu"), ("bias", "saturate"), ("bias", "zp_lo", "relu"),
 """Data edges, each on one mid-sized shape of each op (``extreme`` on a longer K)."""
 BATCHES = ((1, 7), (2, 5))
 """(B, M) of the ``[B, M, K]`` cases (M = 1 for the GEMV): one batch, and two."""
-WIDE_N = 65540
-"""N whose packed weight ``[K4, N4 * 4]`` is wider than a 16384-texel 2-D texture: packed into a buffer."""
+WIDE_N = 131076
+"""N whose packed weight ``[K4, N4 * 4]`` (N4 = 32769) is wider than a 2-D texture on lavapipe (16384) and NVIDIA's
+driver (32768): packed into a buffer on both."""
 
 ZERO_POINTS = {"zp_lo": (-128, -128), "zp_hi": (127, 127)}
 """Flag → (input zero point, output zero point); otherwise (-9, 5)."""
