@@ -199,3 +199,14 @@ def test_only_an_output_equal_to_a_whole_model_passes_as_contracted():
     assert kernels.contraction_followed(SimpleNamespace(output=mixed), prepared, case.op) is None
     assert kernels.contraction_followed(SimpleNamespace(output=prepared.expected.astype(np.float32)), prepared,
                                         case.op) is None
+
+
+def test_the_contraction_models_keep_alpha():
+    """A GPU that ignores alpha must not pass as 'contracted': every model applies alpha as the reference does."""
+    (case,) = all_cases(r"^q8ta_add\[N2-C5-H3-W7-int8-buffer-int8x4_4w4c-mid-alpha0\.5\]$")
+    prepared = kernels.prepare_case(case)
+    without_alpha = reference.evaluate(case.op, {**prepared.args, "alpha": 1.0})
+    for name, codes in reference.contracted(case.op, prepared.args).items():
+        assert np.abs(codes.astype(int) - prepared.expected).max() <= 1, name
+        assert (codes != without_alpha).sum() > 10, name
+    assert kernels.contraction_followed(SimpleNamespace(output=without_alpha), prepared, case.op) is None

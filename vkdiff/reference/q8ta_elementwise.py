@@ -83,21 +83,26 @@ def q8ta_add_op(input_a: np.ndarray, input_b: np.ndarray, input_a_scale: float, 
 def q8ta_add_contractions(input_a: np.ndarray, input_b: np.ndarray, input_a_scale: float, input_a_zero_point: int,
                           input_b_scale: float, input_b_zero_point: int, output_scale: float,
                           output_zero_point: int, alpha: float = 1.0) -> dict[str, np.ndarray]:
-    """``q8ta_binary.glsl``'s ``da + db`` with one dequantize multiply contracted into the add, as Vulkan lets a
-    compiler do (no ``NoContraction``): ``fma(a - z_a, s_a, db)`` or ``fma(b - z_b, s_b, da)``, one rounding
-    fewer; a correct device may follow either (NVIDIA's compiler takes the first). ``alpha`` is 1 on the GPU."""
-    f32 = np.float32
+    """:func:`q8ta_add_op` with one multiply contracted into the add, as Vulkan lets a compiler do (no
+    ``NoContraction``): ``fma(a - z_a, s_a, alpha·db)``, or the multiply of the ``b`` side (``(b - z_b)·s_b``,
+    or ``alpha·db``) fused with ``+ da``: one rounding fewer, the same ``alpha``. A correct device may follow
+    either (NVIDIA's compiler takes the first on ``q8ta_binary.glsl``)."""
+    f32, f64 = np.float32, np.float64
     a = (np.asarray(input_a, np.int32) - int(input_a_zero_point)).astype(f32)
     b = (np.asarray(input_b, np.int32) - int(input_b_zero_point)).astype(f32)
     sa, sb = f32(scalar_f32(input_a_scale, "input_a_scale")), f32(scalar_f32(input_b_scale, "input_b_scale"))
     inv = f32(1) / f32(scalar_f32(output_scale, "output_scale"))
     zp = scalar_int(output_zero_point, "output_zero_point")
+    alpha32 = f32(alpha)
+    da, db = (a * sa).astype(f32), (b * sb).astype(f32)
+    scaled_b = db if alpha32 == 1 else (alpha32 * db).astype(f32)
+    fused_b = b.astype(f64) * float(sb) if alpha32 == 1 else float(alpha32) * db.astype(f64)
 
     def requantize(total: np.ndarray) -> np.ndarray:
         return np.clip(np.rint(total.astype(f32) * inv) + zp, -128, 127).astype(np.int8)
 
-    return {"fma(a)": requantize(a.astype(np.float64) * float(sa) + (b * sb).astype(np.float64)),
-            "fma(b)": requantize(b.astype(np.float64) * float(sb) + (a * sa).astype(np.float64))}
+    return {"fma(a)": requantize(a.astype(f64) * float(sa) + scaled_b.astype(f64)),
+            "fma(b)": requantize(fused_b + da.astype(f64))}
 
 
 def q8ta_pixel_shuffle(input: np.ndarray, input_scale: float, input_zero_point: int, output_inv_scale: float,
