@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from vkdiff.cases.kernels import all_cases, load_suites
-from vkdiff.cases.sampling import sample_cases, sampled, traits, traits_of
+from vkdiff.cases.sampling import model_traits, sample_cases, sampled, sampled_models, traits, traits_of
 
 EVERY = all_cases()
 
@@ -50,6 +51,18 @@ def test_a_greedy_pick_needs_no_more_cases_than_traits():
     picked = sample_cases(relu, minimum=0)
     assert traits_of(picked) == traits_of(relu) and len(picked) <= len(traits_of(relu))
     assert all(traits(c) for c in picked)
+
+
+def test_model_families_keep_every_recipe_and_knob_token():
+    ids = ["proj[8da4w-vulkan]", "proj[8da4w-vulkan-fp16]", "proj[4w-vulkan]", "proj[4w-bf16-vulkan]",
+           "proj[8da4w-vulkan-buffer]", "proj[4w-vulkan-fp16]", "one[fp32-vulkan]"]
+    cases = [SimpleNamespace(id=i) for i in ids]
+    for seed in range(5):
+        picked = sampled_models(cases, minimum=2, seed=seed)
+        family = [c.id for c in picked if c.id.startswith("proj[")]
+        assert set().union(*map(model_traits, family)) == {"8da4w", "4w", "vulkan", "fp16", "bf16", "buffer"}
+        assert 2 <= len(family) < 6 and "one[fp32-vulkan]" in [c.id for c in picked]
+    assert sampled_models(cases, minimum=0) == cases
 
 
 def test_zero_keeps_every_case():

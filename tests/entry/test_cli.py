@@ -14,6 +14,9 @@ from vkdiff.device import build, trees
 from vkdiff.entry import cli
 from vkdiff.store import load
 
+QUICK = r"^linear_q4gsw\[M1-K64-N40-g32-"
+"""The four small linear_q4gsw cases (not the backward op's of the same sizes)."""
+
 FAKE_TREE = Path(__file__).parents[1] / "device" / "fake_tree"
 
 
@@ -95,7 +98,7 @@ def test_devices_json(capsys):
 def test_run_without_tree_is_not_run_and_exit_0(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(trees.ET_SRC_ENV, "none")
     results = tmp_path / "r.jsonl"
-    assert cli.main(["run", "--suite", "kernels", "--cases", "M1-K64-N40-g32-", "--results", str(results)]) == 0
+    assert cli.main(["run", "--suite", "kernels", "--cases", QUICK, "--results", str(results)]) == 0
     loaded = list(load([results]))
     assert len(loaded) == 4 and {r.status for r in loaded} == {"NOT_RUN"}
     assert "no ExecuTorch tree" in loaded[0].reason
@@ -112,7 +115,7 @@ def test_broken_shader_is_build_fail_and_run_goes_on(tmp_path, monkeypatch, caps
     shutil.copy(FAKE_TREE / "vk_broken.glsl", tree / build.GLSL_SUBDIR / "pack_q4_linear_weight__w_4x8.glsl")
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     results = tmp_path / "r.jsonl"
-    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", "M1-K64-N40-g32-fp32-",
+    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", QUICK + "fp32-",
                      "--results", str(results)])
     assert code == 1
     loaded = list(load([results]))
@@ -128,7 +131,7 @@ def test_glslc_missing_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
     build.glslc_version.cache_clear()
     try:
-        code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", "M1-K64-N40-g32-fp32-"])
+        code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", QUICK + "fp32-"])
     finally:
         build.glslc_version.cache_clear()
     assert code == 2
@@ -146,7 +149,7 @@ def test_spirv_opt_missing_is_one_line(tmp_path, monkeypatch, capsys):
     (bin_dir / "glslc").symlink_to(shutil.which("glslc"))
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(bin_dir))
-    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", "M1-K64-N40-g32-fp32-"])
+    code = cli.main(["run", "--suite", "kernels", "--et-src", str(tree), "--cases", QUICK + "fp32-"])
     assert code == 2
     assert capsys.readouterr().err == ("vkdiff: error: spirv-opt not found: install Debian package 'spirv-tools' "
                                        "(apt-get install spirv-tools)\n")
@@ -162,7 +165,7 @@ def test_kernel_runs_and_the_plugin_never_import_torch(tmp_path):
 
     script = ("import sys\n"
               "from vkdiff.entry import cli\nfrom vkdiff.entry import plugin\n"
-              f"cli.main(['run', '--suite', 'kernels', '--cases', 'M1-K64-N40-g32-', "
+              f"cli.main(['run', '--suite', 'kernels', '--cases', '^linear_q4gsw\\[M1-K64-N40-g32-', "
               f"'--results', {str(tmp_path / 'r.jsonl')!r}])\n"
               "print('torch' in sys.modules)\n")
     env = {**os.environ, "VKDIFF_ET_SRC": main_tree()[0]}

@@ -328,3 +328,78 @@ def test_quantize_and_pack_rejects_bad_group_size(rng: np.random.Generator) -> N
         packing.quantize_and_pack_4h4w_with_group_sums(x, s, z, 6)  # not a multiple of 4
     with pytest.raises(ValueError):
         packing.quantize_and_pack_4h4w_with_group_sums(x, s, z, 16)  # does not divide K
+
+
+def _glsl_pack_q8_conv2d_weights(flat: np.ndarray, oc: int, kh: int, kw: int, ic: int) -> np.ndarray:
+    """``pack_q8_conv2d_weights.glsl`` one invocation at a time: block ``(x, y)`` = ``(oc4·KW + kx, ky·IC4 + ic4)``,
+    row ``r`` of output channel ``oc + r``, byte ``col`` at ``oc·align4(KH·KW·IC) + (ky·KW + kx)·IC + ic + col``."""
+    oc4s, ic4s = -(-oc // 4), -(-ic // 4)
+    out = np.zeros((ic4s * kh, kw * oc4s * 4), np.int64)
+    stride = -(-(kh * kw * ic) // 4) * 4
+    for block_y in range(ic4s * kh):
+        for block_x in range(kw * oc4s):
+            kx, oc4, ic4, ky = block_x % kw, block_x // kw, block_y % ic4s, block_y // ic4s
+            for row in range(4):
+                if 4 * oc4 + row >= oc:
+                    continue
+                base = (4 * oc4 + row) * stride + ky * kw * ic + kx * ic + 4 * ic4
+                word = sum((int(flat[base + col]) & 0xFF) << (8 * col) for col in range(4) if 4 * ic4 + col < ic)
+                out[block_y, 4 * block_x + row] = word
+    return out.astype(np.uint32).view(np.int32)
+
+
+def _glsl_pack_q8_conv2d_dw_weights(flat: np.ndarray, kh: int, kw: int, oc: int) -> np.ndarray:
+    """``pack_q8_conv2d_dw_weights.glsl``: lane ``r`` of block ``(oc4, k4)`` is word ``(h·KW + w + r)·OC4 + oc4``
+    of the source (``h = k4 / KW4``, ``w = 4·(k4 % KW4)``), 0 from ``KW − w`` on."""
+    words = flat.view("<i4")
+    oc4s, w4s = -(-oc // 4), -(-kw // 4)
+    out = np.zeros((kh * w4s, oc4s * 4), np.int32)
+    for k4 in range(kh * w4s):
+        for oc4 in range(oc4s):
+            h, w = k4 // w4s, 4 * (k4 % w4s)
+            for r in range(min(4, kw - w)):
+                out[k4, 4 * oc4 + r] = words[(h * kw + w + r) * oc4s + oc4]
+    return out
+
+
+@pytest.mark.parametrize("oc,icg,kernel", [(1, 1, (1, 1)), (5, 3, (1, 1)), (7, 6, (3, 3)), (6, 5, (2, 5)),
+                                           (9, 8, (5, 2)), (4, 4, (3, 3))])
+def test_pack_q8_conv2d_weight_matches_the_shader_transcription(rng: np.random.Generator, oc, icg, kernel) -> None:
+    kh, kw = kernel
+    taps = kh * kw * icg
+    matrix = np.zeros((oc, -(-taps // 4) * 4), np.int8)
+    matrix[:, :taps] = rng.integers(-128, 128, (oc, taps))
+    np.testing.assert_array_equal(packing.pack_q8_conv2d_weight(matrix, kernel, icg),
+                                  _glsl_pack_q8_conv2d_weights(matrix.reshape(-1), oc, kh, kw, icg))
+
+
+@pytest.mark.parametrize("kh,kw,c", [(1, 1, 4), (3, 3, 8), (2, 5, 4), (5, 5, 12), (1, 4, 8), (3, 8, 4)])
+def test_pack_q8_conv2d_dw_weight_matches_the_shader_transcription(rng: np.random.Generator, kh, kw, c) -> None:
+    weight = rng.integers(-128, 128, (kh, kw, c)).astype(np.int8)
+    np.testing.assert_array_equal(packing.pack_q8_conv2d_dw_weight(weight),
+                                  _glsl_pack_q8_conv2d_dw_weights(weight.reshape(-1), kh, kw, c))
+
+
+def test_pack_q8_conv2d_worked_examples_and_refusals() -> None:
+    # one output channel, 1x1 over 3 channels: bytes 1, 2, 3 in lane 0, the padded byte and lanes 1-3 zero
+    assert packing.pack_q8_conv2d_weight(np.array([[1, 2, 3, 0]], np.int8), (1, 1), 3).tolist() == [
+        [0x030201, 0, 0, 0]]
+    # depthwise 1x1 over 4 channels: the 4 channels in lane 0 (lanes are kernel columns)
+    dw = np.array([[[1, 2, 3, -1]]], np.int8)
+    assert packing.pack_q8_conv2d_dw_weight(dw).view(np.uint32).tolist() == [[0xFF030201, 0, 0, 0]]
+    with pytest.raises(ValueError, match=r"needs int8 \[OC, 12\] for kernel 3x3 and ICg=1"):
+        packing.pack_q8_conv2d_weight(np.zeros((2, 9), np.int8), (3, 3), 1)
+    with pytest.raises(ValueError, match=r"needs int8 \[KH, KW, C\] with C % 4 == 0"):
+        packing.pack_q8_conv2d_dw_weight(np.zeros((3, 3, 5), np.int8))
+
+
+@pytest.mark.parametrize("icg", [1, 3, 4, 6, 8])
+def test_a_1x1_conv_packing_is_the_linear_packing(rng: np.random.Generator, icg) -> None:
+    """Why the im2col routes may pack every 1×1 weight with ``pack_q8_linear_weight``: the pattern's zero-padded
+    ``[OC, align4(ICg)]`` matrix gives the same words; with two taps of 6 channels the layouts differ."""
+    matrix = np.zeros((5, -(-icg // 4) * 4), np.int8)
+    matrix[:, :icg] = rng.integers(-128, 128, (5, icg))
+    np.testing.assert_array_equal(packing.pack_q8_conv2d_weight(matrix, (1, 1), icg),
+                                  packing.pack_q8_linear_weight(matrix))
+    two_taps = rng.integers(-128, 128, (4, 12)).astype(np.int8)
+    assert packing.pack_q8_conv2d_weight(two_taps, (1, 2), 6).shape != packing.pack_q8_linear_weight(two_taps).shape

@@ -8,6 +8,10 @@ input flags (``special``, ``subnormal``: the edge cases), rank and packed-width 
 — until every trait of the suite is covered and at least ``minimum`` cases are taken. The
 foundation suites (4-bit linears, embedding, LLM ops) register ``sampled=False`` and run whole.
 
+Model cases are sampled the same way per family (the id's stem: ``llama_proj``), their traits the
+recipe and partitioner tokens of the id (``llama_proj[8da4w-fp32zp-vulkan-buffer]``: ``8da4w``,
+``fp32zp``, ``vulkan``, ``buffer``): every recipe and knob of a family still runs.
+
 Example::
 
     >>> from vkdiff.cases.kernels import all_cases
@@ -20,7 +24,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -75,3 +79,31 @@ def sampled(cases: Sequence[KernelCase], *, minimum: int, seed: int = 0) -> list
     keep = {id(c) for op, group in by_op.items()
             for c in (sample_cases(group, minimum=minimum, seed=seed) if suites[op].sampled else group)}
     return [c for c in cases if id(c) in keep]
+
+
+def model_traits(case_id: str) -> frozenset[str]:
+    """The recipe and partitioner tokens of a model case id (``a[8da4w-vulkan-fp16]`` → 8da4w, vulkan, fp16)."""
+    return frozenset(case_id.partition("[")[2].rstrip("]").split("-"))
+
+
+def sampled_models(cases: Sequence[Any], *, minimum: int, seed: int = 0) -> list[Any]:
+    """Model ``cases`` (anything with an ``id``) cut per family to a seeded sample that covers every token; a
+    family of at most ``minimum`` cases runs whole, and ``minimum`` 0 keeps every case."""
+    if minimum <= 0:
+        return list(cases)
+    families: dict[str, list[Any]] = {}
+    for case in cases:
+        families.setdefault(case.id.partition("[")[0], []).append(case)
+    keep: set[int] = set()
+    for family, group in families.items():
+        order = [group[i] for i in _rng(f"model:{family}", seed).permutation(len(group))]
+        missing = set().union(*(model_traits(c.id) for c in order))
+        taken = 0
+        while order and (missing or taken < minimum):
+            best = max(order, key=lambda c: len(model_traits(c.id) & missing))
+            order.remove(best)
+            keep.add(id(best))
+            missing -= model_traits(best.id)
+            taken += 1
+    return [c for c in cases if id(c) in keep]
+

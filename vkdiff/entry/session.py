@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import pytest
 
 from vkdiff.cases.kernels import KernelCase, all_cases
-from vkdiff.cases.sampling import sampled
+from vkdiff.cases.sampling import sampled, sampled_models
 from vkdiff.entry.options import parse_sample
 from vkdiff.device.trees import TreeChoice
 from vkdiff import store
@@ -245,7 +245,7 @@ class VkdiffSession:
         if self.suite in ("all", "models"):
             from vkdiff.cases.catalog import all_model_cases
 
-            for case in all_model_cases(self.cases_pattern):
+            for case in sampled_models(all_model_cases(self.cases_pattern), minimum=self.sample, seed=self.seed):
                 items += [VkdiffItem.from_parent(parent, name=f"{case.id}@{device}", nodeid=f"{case.id}@{device}",
                                                  case=case, device=device) for device in self.runner.devices_for(case)]
         return items

@@ -49,6 +49,8 @@ __all__ = [
     "quantize_and_pack_4h4w_with_group_sums",
     "pack_q4_w4x8",
     "pack_q8_linear_weight",
+    "pack_q8_conv2d_weight",
+    "pack_q8_conv2d_dw_weight",
 ]
 
 INT4_MIN = -8
@@ -475,3 +477,81 @@ def pack_q8_linear_weight(q: np.ndarray) -> np.ndarray:
     rows = np.zeros((-(-n // 4) * 4, k), np.int8)
     rows[:n] = q
     return np.ascontiguousarray(rows.view("<i4").T).astype(np.int32)
+
+
+def pack_q8_conv2d_weight(matrix: np.ndarray, kernel_size, in_channels_per_group: int) -> np.ndarray:
+    """Packs a conv's int8 weight matrix into ET-VK's 8-bit conv blocks (``pack_q8_conv2d_weights``).
+
+    ``matrix`` is the fusion pattern's ``[OC, align4(KH·KW·ICg)]`` (column ``(kh·KW + kw)·ICg + ic``; a transposed
+    conv's regrouped weight has the same layout). With ``OC4 = ceil(OC / 4)``, ``IC4 = ceil(ICg / 4)`` the result
+    is int32 ``[KH·IC4, KW·OC4·4]``: one ``ivec4`` per block ``(block_x, block_y) = (oc4·KW + kw, kh·IC4 + ic4)``
+    (texel ``(block_x, block_y)`` of a texture2d, word ``4·(block_y·KW·OC4 + block_x)`` of a buffer), lane
+    ``r`` holding output channel ``4·oc4 + r``, byte ``b`` input channel ``4·ic4 + b`` (``pack_into_int32``,
+    little-endian); channels past ``OC`` or ``ICg`` are 0, so each tap's channels start a fresh block::
+
+        packed[kh·IC4 + ic4, (oc4·KW + kw)·4 + r] = sum_b (w[4·oc4 + r, kh, kw, 4·ic4 + b] & 0xFF) << (8·b)
+
+    where ``w[oc, kh, kw, ic] = matrix[oc, (kh·KW + kw)·ICg + ic]``. Example: ``OC = 1``, 1×1, ``ICg = 3``,
+    ``matrix = [[1, 2, 3, 0]]`` gives ``[[0x030201, 0, 0, 0]]``.
+
+    Args:
+        matrix: int8 ``[OC, align4(KH·KW·ICg)]``.
+        kernel_size: ``(KH, KW)``.
+        in_channels_per_group: ``ICg`` (the input's channels over ``groups``).
+
+    Returns:
+        int32 ``[KH·IC4, KW·OC4·4]``.
+
+    Raises:
+        ValueError: If ``matrix`` is not int8 2-D with ``align4(KH·KW·ICg)`` columns.
+    """
+    matrix = np.asarray(matrix)
+    kh, kw = (int(k) for k in kernel_size)
+    icg = int(in_channels_per_group)
+    taps = kh * kw * icg
+    if matrix.ndim != 2 or matrix.dtype != np.int8 or matrix.shape[1] != -(-taps // 4) * 4:
+        raise ValueError(f"pack_q8_conv2d_weight needs int8 [OC, {-(-taps // 4) * 4}] for kernel {kh}x{kw} and "
+                         f"ICg={icg}, got {matrix.dtype} {matrix.shape}")
+    oc = matrix.shape[0]
+    oc4, ic4 = -(-oc // 4), -(-icg // 4)
+    w = np.zeros((oc4 * 4, kh, kw, ic4 * 4), np.int8)
+    w[:oc, :, :, :icg] = matrix[:, :taps].reshape(oc, kh, kw, icg)
+    blocks = w.reshape(oc4, 4, kh, kw, ic4, 4).transpose(2, 4, 0, 3, 1, 5)  # [kh, ic4, oc4, kw, lane, byte]
+    return np.ascontiguousarray(blocks).view("<i4").reshape(kh * ic4, oc4 * kw * 4).astype(np.int32)
+
+
+def pack_q8_conv2d_dw_weight(weight: np.ndarray) -> np.ndarray:
+    """Packs a depthwise conv's int8 weight into ET-VK's 8-bit depthwise blocks (``pack_q8_conv2d_dw_weights``).
+
+    ``weight`` is the fusion pattern's ``[KH, KW, C]`` (``C % 4 == 0``: the pattern asserts it; the shader reads
+    whole words of 4 channels, so an unaligned ``C`` would shift every word). With ``KW4 = ceil(KW / 4)`` and
+    ``C4 = C / 4`` the result is int32 ``[KH·KW4, C4·4]``: one ``ivec4`` per block ``(c4, k4)`` (texel ``(c4, k4)``
+    of a texture2d, word ``4·(k4·C4 + c4)`` of a buffer), ``k4 = kh·KW4 + kw4``; lane ``r`` holds kernel column
+    ``4·kw4 + r`` (0 past ``KW``: each kernel row starts a fresh block), byte ``b`` channel ``4·c4 + b``::
+
+        packed[kh·KW4 + kw4, 4·c4 + r] = sum_b (weight[kh, 4·kw4 + r, 4·c4 + b] & 0xFF) << (8·b)
+
+    Lanes are kernel columns and bytes channels -- transposed from :func:`pack_q8_conv2d_weight`'s blocks, where
+    lanes are output channels. Example: ``weight[0, 0] = [1, 2, 3, 4]`` (1×1, C = 4) gives ``[[0x04030201, 0, 0,
+    0]]``.
+
+    Args:
+        weight: int8 ``[KH, KW, C]``, ``C % 4 == 0``.
+
+    Returns:
+        int32 ``[KH·KW4, C]``.
+
+    Raises:
+        ValueError: If ``weight`` is not int8 3-D with ``C % 4 == 0``.
+    """
+    weight = np.asarray(weight)
+    if weight.ndim != 3 or weight.dtype != np.int8 or weight.shape[2] % 4:
+        raise ValueError(f"pack_q8_conv2d_dw_weight needs int8 [KH, KW, C] with C % 4 == 0, got {weight.dtype} "
+                         f"{weight.shape}")
+    kh, kw, c = weight.shape
+    kw4 = -(-kw // 4)
+    padded = np.zeros((kh, kw4 * 4, c), np.int8)
+    padded[:, :kw] = weight
+    words = np.ascontiguousarray(padded).view("<i4")  # [kh, kw4·4, c4]: the 4 channels of one tap
+    return np.ascontiguousarray(words.reshape(kh, kw4, 4, c // 4).transpose(0, 1, 3, 2)).reshape(
+        kh * kw4, c).astype(np.int32)

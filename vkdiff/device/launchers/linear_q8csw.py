@@ -34,14 +34,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.graph import ComputeGraph, TensorRef
+from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer
+from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.linear_q4gsw import linear_out_sizes
+from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for
 
 OP_Q8CSW = "et_vk.linear_q8csw.default"
@@ -68,32 +69,6 @@ def resize_linear_qw_node(args: Mapping[str, Any], dtype: Any = None) -> tuple[t
     x, weights = np.asarray(args["x"]), np.asarray(args["weights"])
     m, n = val_at(-2, x.shape), weights.shape[0]
     return ((m, n) if x.ndim == 2 else (x.shape[0], m, n)), x.dtype
-
-
-def q8_weight_storage(graph: ComputeGraph, n: int, k: int) -> Storage:
-    """``prepack_quantized_linear_weight``'s storage for 8 bits: texture2d unless ``[K4, N4 * 4]`` exceeds it."""
-    limit = graph.device.limits["max-texture-dimension-2d"]
-    return "buffer" if div_up(n, 4) * 4 > limit * 4 or div_up(k, 4) > limit else "texture2d"
-
-
-def prepack_q8_linear_weight(graph: ComputeGraph, ref: TensorRef) -> Tensor:
-    """``prepack_quantized_linear_weight`` (8-bit): int8 ``[N, K]`` → int32 blocks ``[K4, N4 * 4]``."""
-    n, k = np.shape(ref.data)
-    if k % 4:
-        raise EtVkRefusal(f"prepack_quantized_linear_weight: VK_CHECK_COND(K % 4 == 0) fails for K={k}")
-    storage = q8_weight_storage(graph, n, k)
-    name = f"pack_q8_linear_weight_{storage}"
-    cached = graph.get_cached_prepack(ref, name)
-    if cached is not None:
-        return cached
-    n4, k4 = div_up(n, 4), div_up(k, 4)
-    packed = graph.add_tensor((k4, n4 * 4), "int32", storage, "width", label="packed_int8_weight")
-    src = staging_buffer(graph, np.asarray(ref.data, dtype=np.int8), "int8_weight")
-    global_wg = (n4, k4, 1)
-    graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg), resources=[packed, src],
-                   immediates=packed.spec.sizes_block() + np.array([k, n], np.int32).tobytes(), prepack=True)
-    graph.cache_prepack(ref, name, packed)
-    return packed
 
 
 def add_linear_q8csw_node(graph: ComputeGraph, out: Tensor, x: Tensor, weight: Tensor, scales: Tensor,
@@ -149,7 +124,7 @@ def _prepacked(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor, weight
     x = args["x"]
     if val_at(-1, x.spec.sizes) % 4:
         raise EtVkRefusal(f"quantized_linear_impl: VK_CHECK_COND(K % 4 == 0) fails for input {list(x.spec.sizes)}")
-    weight = prepack_q8_linear_weight(graph, args["weights"])
+    weight = prepack_quantized_linear_weight(graph, args["weights"])
     check_route("weight_storage", weight_storage, weight.spec.storage)
     scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     bias_ref = args.get("bias")

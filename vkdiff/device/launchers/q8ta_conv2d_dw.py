@@ -27,11 +27,12 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.launchers.common import div_up
 from vkdiff.device.launchers.conv_utils import prepack_node
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS, TREE, weight_storage,
+from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      conv_out_hw, create_conv2d_params, dw_output_of,
                                                      prepack_qparams, qparams_block, resized, route_name, whc,
                                                      with_profile)
+from vkdiff.device.launchers.q8_weights import packed_weight_storage
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 
@@ -50,7 +51,7 @@ def prepack_quantized_conv2d_dw_weight(graph: ComputeGraph, weights: TensorRef) 
     check(data.ndim == 3, "ndim == 3")
     kh, kw, oc = (int(s) for s in data.shape)
     blocks_k, blocks_oc = div_up(kh * div_up(kw, 4) * 4, 4), div_up(oc, 4)
-    storage = weight_storage(graph, blocks_k, blocks_oc * 4)
+    storage = packed_weight_storage(graph, blocks_k, blocks_oc * 4)
     packed = graph.add_tensor((blocks_k, blocks_oc * 4), "int32", storage, "width", label="packed_q8_dw_weight")
     prepack_node(graph, f"pack_q8_conv2d_dw_weights_{storage}", data, packed, (blocks_oc, blocks_k, 1),
                  immediates=[packed.spec.sizes_block(), np.array([kh, kw, oc], np.int32).tobytes()])

@@ -32,6 +32,7 @@ from vkdiff.device.graph.vtensor import INT8X4
 from vkdiff.device.launchers.common import div_up, val_at
 from vkdiff.device.launchers.conv_utils import KERNEL_UTILS, PREPACK_NODE, calc_out_size, calc_transpose_out_size
 from vkdiff.device.launchers.conv_utils import prepack_node
+from vkdiff.device.launchers.q8_weights import packed_weight_storage
 from vkdiff.device.launchers.registry import Port
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for
@@ -203,41 +204,17 @@ def prepack_qparams(graph: ComputeGraph, args: Mapping[str, Any]) -> tuple[Tenso
     return sums, scales, prepack_standard(graph, bias, "buffer", "width")
 
 
-def weight_storage(graph: ComputeGraph, height: int, width: int) -> str:
-    """Texture2d unless ``output_width > max_extent * 4 || output_height > max_extent``."""
-    limit = graph.device.limits["max-texture-dimension-2d"]
-    return "buffer" if width > limit * 4 or height > limit else "texture2d"
-
-
 def prepack_quantized_conv2d_weight(graph: ComputeGraph, weights: TensorRef, out_channels: int, in_channels_pg: int,
                                     kernel_size: Sequence[int]) -> Tensor:
     """``prepack_quantized_conv2d_weight`` (and the pointwise copy with a 1×1 kernel)."""
     kh, kw = (int(k) for k in kernel_size)
     oc4, ic4 = div_up(out_channels, 4), div_up(in_channels_pg, 4)
     height, width = ic4 * kh, kw * oc4 * 4
-    storage = weight_storage(graph, height, width)
+    storage = packed_weight_storage(graph, height, width)
     packed = graph.add_tensor((height, width), "int32", storage, "width", label="packed_q8_conv2d_weight")
     orig = np.array([out_channels, kh, kw, in_channels_pg], np.int32).tobytes()
     prepack_node(graph, f"pack_q8_conv2d_weights_{storage}", np.asarray(weights.data), packed, (kw * oc4, height, 1),
                  immediates=[packed.spec.sizes_block(), orig])
-    return packed
-
-
-def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef) -> Tensor:
-    """``prepack_quantized_linear_weight`` with 8-bit weights: ``[N, K]`` int8 → ``[K4, N4·4]`` int32 blocks."""
-    data = np.asarray(weights.data)
-    n, k = int(data.shape[-2]), int(data.shape[-1])
-    check(k % 4 == 0, "K % 4 == 0")
-    n4, k4 = div_up(n, 4), div_up(k, 4)
-    storage = weight_storage(graph, k4, n4 * 4)
-    name = f"pack_q8_linear_weight_{storage}"
-    cached = graph.get_cached_prepack(weights, name)
-    if cached is not None:
-        return cached
-    packed = graph.add_tensor((k4, n4 * 4), "int32", storage, "width", label="packed_q8_linear_weight")
-    prepack_node(graph, name, data, packed, (n4, k4, 1),
-                 immediates=[packed.spec.sizes_block(), np.array([k, n], np.int32).tobytes()])
-    graph.cache_prepack(weights, name, packed)
     return packed
 
 

@@ -36,13 +36,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.graph import ComputeGraph, TensorRef
-from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.graph.staging import prepack_standard, staging_buffer
+from vkdiff.device.graph import ComputeGraph
+from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.graph.vtensor import PackedDimInfo
 from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for
 
 LINEAR_OP = "et_vk.q8ta_linear.default"
@@ -103,31 +103,6 @@ def check_packed_dim_info(tensor: Tensor, name: str, outer_block: int, check: st
                           f"{tensor.spec.layout} {tensor.spec.storage} (packed dim {info.packed_dim} by "
                           f"{info.packed_dim_block_size}, outer dim {info.outer_packed_dim} by "
                           f"{info.outer_packed_dim_block_size})")
-
-
-def weight_storage_for(graph: ComputeGraph, n: int, k: int) -> Storage:
-    """``prepack_quantized_linear_weight``'s storage: texture2d unless ``[K4, N4 * 4]`` exceeds the 2D limit."""
-    limit = graph.device.limits["max-texture-dimension-2d"]
-    return "buffer" if div_up(n, 4) * 4 > limit * 4 or div_up(k, 4) > limit else "texture2d"
-
-
-def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef) -> Tensor:
-    """``prepack_quantized_linear_weight`` (8-bit): ``int8 [N, K]`` → int32 4×4 blocks ``[K4, N4 * 4]``."""
-    n, k = np.shape(weights.data)[-2], np.shape(weights.data)[-1]
-    if k % 4:
-        raise EtVkRefusal(f"VK_CHECK_COND(K % 4 == 0) failed in prepack_quantized_linear_weight: K={k}")
-    storage = weight_storage_for(graph, n, k)
-    name = f"pack_q8_linear_weight_{storage}"
-    cached = graph.get_cached_prepack(weights, name)
-    if cached is not None:
-        return cached
-    packed = graph.add_tensor((div_up(k, 4), div_up(n, 4) * 4), "int32", storage, "width", label="packed_int8_weight")
-    src = staging_buffer(graph, np.asarray(weights.data, dtype=np.int8), "int8_weight")
-    global_wg = (div_up(n, 4), div_up(k, 4), 1)
-    graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg), resources=[packed, src],
-                   immediates=packed.spec.sizes_block() + struct.pack("<2i", k, n), prepack=True)
-    graph.cache_prepack(weights, name, packed)
-    return packed
 
 
 def requant_push_constants(input_scale: float, input_zp: int, output_scale: float, output_zp: int) -> bytes:

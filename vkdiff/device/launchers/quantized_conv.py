@@ -47,10 +47,11 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer
+from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.conv_utils import calc_out_size
 from vkdiff.device.launchers.linear import check_route
+from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Storage, Tensor
 from vkdiff.device.routing import route_for
@@ -133,33 +134,6 @@ def output_of(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ..
     """The float output ``[N, OC, Ho, Wo]`` in the input's dtype (OC: the weight's rows)."""
     x = np.asarray(args["x"])
     return conv_out_sizes(x.shape, args, np.asarray(args["weights"]).shape[0]), x.dtype
-
-
-def weight_storage_for(graph: ComputeGraph, height: int, width: int) -> Storage:
-    """ET-VK's rule for packed int8 weights: texture2d unless ``[height, width]`` int32 exceeds the 2D limit."""
-    limit = graph.ctx.device.limits["max-texture-dimension-2d"]
-    return "buffer" if width > limit * 4 or height > limit else "texture2d"
-
-
-def prepack_quantized_linear_weight(graph: ComputeGraph, weights: TensorRef, storage: Storage | None = None
-                                    ) -> Tensor:
-    """``prepack_quantized_linear_weight`` (8-bit): ``int8 [N, K]`` → int32 blocks ``[K/4, align4(N)]``."""
-    n, k = (int(v) for v in np.asarray(weights.data).shape[-2:])
-    if k % 4:
-        raise EtVkRefusal(f"prepack_quantized_linear_weight: VK_CHECK_COND(K % 4 == 0) failed, K={k}")
-    blocks_k, blocks_n = div_up(k, 4), div_up(n, 4)
-    storage = storage or weight_storage_for(graph, blocks_k, blocks_n * 4)
-    name = f"pack_q8_linear_weight_{storage}"
-    cached = graph.get_cached_prepack(weights, name)
-    if cached is not None:
-        return cached
-    packed = graph.add_tensor((blocks_k, blocks_n * 4), "int32", storage, "width", label="packed_int8_weight")
-    src = staging_buffer(graph, np.asarray(weights.data, dtype=np.int8), "int8_weight")
-    global_wg = (blocks_n, blocks_k, 1)
-    graph.dispatch(name, global_wg=global_wg, local_wg=create_local_wg_size(global_wg), resources=[packed, src],
-                   immediates=packed.spec.sizes_block() + np.array([k, n], np.int32).tobytes(), prepack=True)
-    graph.cache_prepack(weights, name, packed)
-    return packed
 
 
 def prepack_bias(graph: ComputeGraph, bias: TensorRef | None, dtype: str) -> Tensor:

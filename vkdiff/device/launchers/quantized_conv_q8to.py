@@ -61,9 +61,8 @@ from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_a
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.q8ta_conv2d import add_q8ta_conv2d_node
 from vkdiff.device.launchers.quantized_conv import (COMMON_PORT, CONVOLUTION_PORT, LINEAR_PORT, TREE, Conv2DParams,
-                                                    conv_out_sizes, create_conv2d_params, prepack_bias,
-                                                    prepack_quantized_linear_weight, spec_constants,
-                                                    weight_storage_for)
+                                                    conv_out_sizes, create_conv2d_params, prepack_bias, spec_constants)
+from vkdiff.device.launchers.q8_weights import packed_weight_storage, prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 
@@ -139,7 +138,7 @@ def prepack_quantized_conv2d_weight(graph: ComputeGraph, weights: TensorRef, x: 
     oc, ic = val_at(-3, out.spec.sizes), val_at(-3, x.spec.sizes) // groups
     kh, kw = (int(v) for v in kernel_size)
     blocks_y, blocks_x = div_up(ic, 4) * kh, kw * div_up(oc, 4)
-    storage = weight_storage_for(graph, blocks_y, blocks_x * 4)
+    storage = packed_weight_storage(graph, blocks_y, blocks_x * 4)
     packed = graph.add_tensor((blocks_y, blocks_x * 4), "int32", storage, "width", label="packed_int8_conv_weight")
     src = resources.buffer_tensor(graph.device, _words16(np.asarray(weights.data, np.int8)), "int8_weight")
     global_wg = (blocks_x, blocks_y, 1)
@@ -157,7 +156,7 @@ def prepack_quantized_conv2d_dw_weight(graph: ComputeGraph, weights: TensorRef) 
                           f"{list(data.shape)}")
     kh, kw, oc = (int(v) for v in data.shape)
     blocks_k, blocks_oc = div_up(kh * (-(-kw // 4) * 4), 4), div_up(oc, 4)
-    storage = weight_storage_for(graph, blocks_k, blocks_oc * 4)
+    storage = packed_weight_storage(graph, blocks_k, blocks_oc * 4)
     packed = graph.add_tensor((blocks_k, blocks_oc * 4), "int32", storage, "width", label="packed_int8_dw_weight")
     src = staging_buffer(graph, data.astype(np.int8), "int8_dw_weight")
     global_wg = (blocks_oc, blocks_k, 1)
