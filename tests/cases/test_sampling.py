@@ -53,15 +53,17 @@ def test_a_greedy_pick_needs_no_more_cases_than_traits():
     assert all(traits(c) for c in picked)
 
 
-def test_model_families_keep_every_recipe_and_knob_token():
+def test_model_cases_keep_every_family_and_every_recipe_and_knob_token():
     ids = ["proj[8da4w-vulkan]", "proj[8da4w-vulkan-fp16]", "proj[4w-vulkan]", "proj[4w-bf16-vulkan]",
-           "proj[8da4w-vulkan-buffer]", "proj[4w-vulkan-fp16]", "one[fp32-vulkan]"]
+           "proj[8da4w-vulkan-buffer]", "proj[4w-vulkan-fp16]", "llm[llm-8da4w-vulkan]", "llm[llm-4w-vulkan]",
+           "one[fp32-vulkan]"]
     cases = [SimpleNamespace(id=i) for i in ids]
+    tokens = set().union(*map(model_traits, ids))
     for seed in range(5):
-        picked = sampled_models(cases, minimum=2, seed=seed)
-        family = [c.id for c in picked if c.id.startswith("proj[")]
-        assert set().union(*map(model_traits, family)) == {"8da4w", "4w", "vulkan", "fp16", "bf16", "buffer"}
-        assert 2 <= len(family) < 6 and "one[fp32-vulkan]" in [c.id for c in picked]
+        picked = [c.id for c in sampled_models(cases, minimum=2, seed=seed)]
+        assert set().union(*map(model_traits, picked)) == tokens
+        assert {i.partition("[")[0] for i in picked} == {"proj", "llm", "one"}
+        assert len(picked) < len(ids) and sum(i.startswith("llm[") for i in picked) == 1
     assert sampled_models(cases, minimum=0) == cases
 
 

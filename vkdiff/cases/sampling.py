@@ -8,9 +8,10 @@ input flags (``special``, ``subnormal``: the edge cases), rank and packed-width 
 — until every trait of the suite is covered and at least ``minimum`` cases are taken. The
 foundation suites (4-bit linears, embedding, LLM ops) register ``sampled=False`` and run whole.
 
-Model cases are sampled the same way per family (the id's stem: ``llama_proj``), their traits the
-recipe and partitioner tokens of the id (``llama_proj[8da4w-fp32zp-vulkan-buffer]``: ``8da4w``,
-``fp32zp``, ``vulkan``, ``buffer``): every recipe and knob of a family still runs.
+Model cases are sampled across the catalogue: one case of every family (the id's stem:
+``llama_proj``), then enough others that every recipe and partitioner token of the ids
+(``llama_proj[8da4w-fp32zp-vulkan-buffer]``: ``8da4w``, ``fp32zp``, ``vulkan``, ``buffer``) runs
+in some case: every model, recipe and knob still runs, not every combination.
 
 Example::
 
@@ -87,23 +88,25 @@ def model_traits(case_id: str) -> frozenset[str]:
 
 
 def sampled_models(cases: Sequence[Any], *, minimum: int, seed: int = 0) -> list[Any]:
-    """Model ``cases`` (anything with an ``id``) cut per family to a seeded sample that covers every token; a
-    family of at most ``minimum`` cases runs whole, and ``minimum`` 0 keeps every case."""
+    """Model ``cases`` (anything with an ``id``) cut to a seeded sample: one case of every family (the id's stem),
+    then, across families, the cases that cover the most recipe and partitioner tokens not yet covered, until
+    every token of the catalogue runs somewhere; ``minimum`` 0 keeps every case."""
     if minimum <= 0:
         return list(cases)
     families: dict[str, list[Any]] = {}
     for case in cases:
         families.setdefault(case.id.partition("[")[0], []).append(case)
-    keep: set[int] = set()
+    missing = set().union(*(model_traits(c.id) for c in cases))
+    keep: list[Any] = []
     for family, group in families.items():
         order = [group[i] for i in _rng(f"model:{family}", seed).permutation(len(group))]
-        missing = set().union(*(model_traits(c.id) for c in order))
-        taken = 0
-        while order and (missing or taken < minimum):
-            best = max(order, key=lambda c: len(model_traits(c.id) & missing))
-            order.remove(best)
-            keep.add(id(best))
-            missing -= model_traits(best.id)
-            taken += 1
-    return [c for c in cases if id(c) in keep]
-
+        keep.append(max(order, key=lambda c: len(model_traits(c.id) & missing)))
+        missing -= model_traits(keep[-1].id)
+    rest = [cases[i] for i in _rng("model:*", seed).permutation(len(cases)) if cases[i] not in keep]
+    while missing and rest:
+        best = max(rest, key=lambda c: len(model_traits(c.id) & missing))
+        rest.remove(best)
+        keep.append(best)
+        missing -= model_traits(best.id)
+    chosen = {id(c) for c in keep}
+    return [c for c in cases if id(c) in chosen]

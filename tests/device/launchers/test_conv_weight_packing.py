@@ -26,8 +26,9 @@ CONV_SHAPES = ((5, 3, 1, (1, 1)), (7, 6, 1, (3, 3)), (6, 10, 2, (2, 5)), (9, 9, 
 """``(OC, C_in, groups, (KH, KW))``: channels off 4, ``ICg`` 1 to 6, grouped."""
 DW_SHAPES = ((5, (3, 3)), (3, (2, 5)), (12, (1, 1)), (7, (1, 4)))
 """``(C, (KH, KW))``: the channels the pattern pads to 4, kernel rows of 1 to 5 columns."""
-CONV_PORTS = ("q8ta_conv2d", "conv2d_q8ta_q8csw_q8to")
-DW_PORTS = ("q8ta_conv2d_dw", "conv2d_q8ta_q8csw_q8to_dw")
+CONV_PORTS = ("q8ta_conv2d",)
+DW_PORTS = ("q8ta_conv2d_dw",)
+"""The launchers whose prepack functions are tested (``quantized_conv_q8to`` imports these same ports)."""
 
 
 def _codes(seed: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -46,20 +47,14 @@ def _limit(graph: ComputeGraph) -> int:
 
 def _conv_prepack(graph: ComputeGraph, port: str, matrix: np.ndarray, oc: int, c_in: int, groups: int,
                   kernel: tuple[int, int]) -> Tensor:
-    """The port's ``prepack_quantized_conv2d_weight`` (the q8to one reads OC and IC from int8x4 tensors)."""
+    """The port's ``prepack_quantized_conv2d_weight`` (one port, which the q8to launcher imports)."""
     ref = TensorRef(id="weights", data=matrix)
-    if port == "q8ta_conv2d":
-        return q8ta_conv2d.prepack_quantized_conv2d_weight(graph, ref, oc, c_in // groups, kernel)
-    x = graph.add_tensor((1, c_in, 2, 3), "int8", "buffer", "int8x4_4w4c", label="x")
-    out = graph.add_tensor((1, oc, 2, 3), "int8", "buffer", "int8x4_4w4c", label="out")
-    return quantized_conv_q8to.prepack_quantized_conv2d_weight(graph, ref, x, out, groups, kernel)
+    return q8ta_conv2d.prepack_quantized_conv2d_weight(graph, ref, oc, c_in // groups, kernel)
 
 
 def _dw_prepack(graph: ComputeGraph, port: str, weight: np.ndarray) -> Tensor:
     ref = TensorRef(id="weights", data=weight)
-    if port == "q8ta_conv2d_dw":
-        return q8ta_conv2d_dw.prepack_quantized_conv2d_dw_weight(graph, ref)
-    return quantized_conv_q8to.prepack_quantized_conv2d_dw_weight(graph, ref)
+    return q8ta_conv2d_dw.prepack_quantized_conv2d_dw_weight(graph, ref)
 
 
 def _check_conv(et_ctx, port: str, oc: int, c_in: int, groups: int, kernel: tuple[int, int], storage: str
@@ -211,8 +206,12 @@ def test_a_dw_packing_mistake_is_caught(et_ctx, mistake):
     assert wrong.shape == got.shape and not np.array_equal(wrong, got)
 
 
-@pytest.mark.parametrize("prepack", [quantized_conv.prepack_quantized_linear_weight,
-                                     quantized_conv_q8to.prepack_quantized_linear_weight])
+def test_the_q8to_launcher_shares_the_q8ta_prepack_ports():
+    assert quantized_conv_q8to.prepack_quantized_conv2d_weight is q8ta_conv2d.prepack_quantized_conv2d_weight
+    assert quantized_conv_q8to.prepack_quantized_conv2d_dw_weight is q8ta_conv2d_dw.prepack_quantized_conv2d_dw_weight
+
+
+@pytest.mark.parametrize("prepack", [quantized_conv.prepack_quantized_linear_weight])
 def test_im2col_routes_pack_the_conv_matrix_as_a_linear_weight(et_ctx, prepack):
     """``conv2d_q8csw`` / ``conv2d_q8ta_q8csw`` and the q8to im2col route: ``pack_q8_linear_weight`` of the
     ``[OC, align4(KH·KW·ICg)]`` matrix (7 channels, 3×3 over 3), which the conv packing is not."""

@@ -52,17 +52,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vkdiff.device import resources
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.graph import ComputeGraph, TensorRef
+from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer
+from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.q8ta_conv2d import add_q8ta_conv2d_node
 from vkdiff.device.launchers.quantized_conv import (COMMON_PORT, CONVOLUTION_PORT, LINEAR_PORT, TREE, Conv2DParams,
                                                     conv_out_sizes, create_conv2d_params, prepack_bias, spec_constants)
-from vkdiff.device.launchers.q8_weights import packed_weight_storage, prepack_quantized_linear_weight
+from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
+from vkdiff.device.launchers.q8ta_conv2d_dw import prepack_quantized_conv2d_dw_weight
+from vkdiff.device.launchers.q8ta_conv_utils import prepack_quantized_conv2d_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 
@@ -123,47 +124,6 @@ def _push(args: Mapping[str, Any]) -> bytes:
     return (np.array([args["input_scale"]], np.float32).tobytes() + np.array([args["input_zero_point"]], np.int32)
             .tobytes() + np.array([inv], np.float32).tobytes() + np.array([args["output_zero_point"]], np.int32)
             .tobytes())
-
-
-def _words16(data: np.ndarray) -> np.ndarray:
-    """Int8 bytes as int32 words, zero-padded to whole ``ivec4``s (a shader reading them as ``ivec4[]`` must not see
-    naga clamp a partly out-of-range vector; ET-VK's staging buffer is ``numel`` bytes)."""
-    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    return np.concatenate([raw, np.zeros(-raw.size % 16, np.uint8)]).view(np.int32)
-
-
-def prepack_quantized_conv2d_weight(graph: ComputeGraph, weights: TensorRef, x: Tensor, out: Tensor, groups: int,
-                                   kernel_size) -> Tensor:
-    """``prepack_quantized_conv2d_weight``: ``int8 [OC, align4(Kh·Kw·IC)]`` → blocks ``[IC4·Kh, Kw·OC4·4]``."""
-    oc, ic = val_at(-3, out.spec.sizes), val_at(-3, x.spec.sizes) // groups
-    kh, kw = (int(v) for v in kernel_size)
-    blocks_y, blocks_x = div_up(ic, 4) * kh, kw * div_up(oc, 4)
-    storage = packed_weight_storage(graph, blocks_y, blocks_x * 4)
-    packed = graph.add_tensor((blocks_y, blocks_x * 4), "int32", storage, "width", label="packed_int8_conv_weight")
-    src = resources.buffer_tensor(graph.device, _words16(np.asarray(weights.data, np.int8)), "int8_weight")
-    global_wg = (blocks_x, blocks_y, 1)
-    graph.dispatch(f"pack_q8_conv2d_weights_{storage}", global_wg=global_wg, local_wg=create_local_wg_size(global_wg),
-                   resources=[packed, src], prepack=True,
-                   immediates=packed.spec.sizes_block() + np.array([oc, kh, kw, ic], np.int32).tobytes())
-    return packed
-
-
-def prepack_quantized_conv2d_dw_weight(graph: ComputeGraph, weights: TensorRef) -> Tensor:
-    """``prepack_quantized_conv2d_dw_weight``: ``int8 [Kh, Kw, OC]`` → blocks ``[Kh·align4(Kw)/4, OC4·4]``."""
-    data = np.asarray(weights.data)
-    if data.ndim != 3:
-        raise EtVkRefusal(f"prepack_quantized_conv2d_dw_weight: VK_CHECK_COND(ndim == 3) failed, weights "
-                          f"{list(data.shape)}")
-    kh, kw, oc = (int(v) for v in data.shape)
-    blocks_k, blocks_oc = div_up(kh * (-(-kw // 4) * 4), 4), div_up(oc, 4)
-    storage = packed_weight_storage(graph, blocks_k, blocks_oc * 4)
-    packed = graph.add_tensor((blocks_k, blocks_oc * 4), "int32", storage, "width", label="packed_int8_dw_weight")
-    src = staging_buffer(graph, data.astype(np.int8), "int8_dw_weight")
-    global_wg = (blocks_oc, blocks_k, 1)
-    graph.dispatch(f"pack_q8_conv2d_dw_weights_{storage}", global_wg=global_wg,
-                   local_wg=create_local_wg_size(global_wg), resources=[packed, src], prepack=True,
-                   immediates=packed.spec.sizes_block() + np.array([kh, kw, oc], np.int32).tobytes())
-    return packed
 
 
 def dw_out_sizes(x: Tensor, out: Tensor, args: Mapping[str, Any]) -> tuple[int, ...]:
@@ -236,7 +196,8 @@ def _prepack_weight(graph: ComputeGraph, args: Mapping[str, Any], x: Tensor, out
         return prepack_quantized_conv2d_dw_weight(graph, args["weights"])
     if use_im2col:
         return prepack_quantized_linear_weight(graph, args["weights"])
-    return prepack_quantized_conv2d_weight(graph, args["weights"], x, out, int(args["groups"]), args["kernel_size"])
+    return prepack_quantized_conv2d_weight(graph, args["weights"], val_at(-3, out.spec.sizes),
+                                           val_at(-3, x.spec.sizes) // int(args["groups"]), args["kernel_size"])
 
 
 def static_quantized_conv2d_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> str:
