@@ -125,10 +125,18 @@ def _wh(values: Sequence[int]) -> tuple[int, int]:
     return int(values[1]), int(values[0])
 
 
+GEOMETRY = ("kernel_size", "stride", "padding", "dilation")
+"""The conv ops' geometry arguments, in ``create_conv2d_params``'s order (each an ``[H, W]`` list)."""
+
+
 def create_conv2d_params(x: Tensor, out: Tensor, kernel_size, stride, padding, dilation, groups) -> Conv2DParams:
+    """``create_conv2d_params`` on graph tensors (their channels as sized now)."""
+    return conv2d_params(int(x.spec.sizes[-3]), int(out.spec.sizes[-3]), kernel_size, stride, padding, dilation, groups)
+
+
+def conv2d_params(in_c: int, out_c: int, kernel_size, stride, padding, dilation, groups) -> Conv2DParams:
     """``create_conv2d_params`` (``QuantizedConvolution.cpp``): channels per group, K per group aligned to 4."""
     g = int(groups)
-    out_c, in_c = int(out.spec.sizes[-3]), int(x.spec.sizes[-3])
     kh, kw = (int(k) for k in kernel_size)
     logical_k_pg = kh * kw * (in_c // g)
     k_pg = div_up(logical_k_pg, 4) * 4

@@ -39,7 +39,6 @@ Only ``texture3d`` outputs and inputs have variants (the shaders assume channels
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -52,6 +51,7 @@ from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_a
 from vkdiff.device.launchers.conv_utils import calc_out_size
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
+from vkdiff.device.launchers.q8ta_conv_utils import GEOMETRY, Conv2DParams, conv2d_params
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Storage, Tensor
 from vkdiff.device.routing import route_for
@@ -76,42 +76,9 @@ COMMON_PORT = Port(file="runtime/graph/ops/impl/Common.cpp",
 PORTS = (CONVOLUTION_PORT, LINEAR_PORT, COMMON_PORT)
 
 
-@dataclasses.dataclass(frozen=True)
-class Conv2DParams:
-    """``Conv2DParams`` (``ConvolutionUtils.h``): pairs in (x, y) = (W, H) order, K sizes per group and total."""
-
-    kernel_size: tuple[int, int]
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
-    groups: int
-    out_channels_per_group: int
-    in_channels_per_group: int
-    logical_K_per_group: int
-    K_per_group: int
-    K4_per_group: int
-    logical_K: int
-    K: int
-    K4: int
-
-
-def _xy(values) -> tuple[int, int]:
-    """An ``[H, W]`` list swapped to (x, y), as ``create_conv2d_params`` does."""
-    return (int(values[1]), int(values[0]))
-
-
 def create_conv2d_params(x_sizes, out_sizes, args: Mapping[str, Any]) -> Conv2DParams:
     """``create_conv2d_params`` from the input and output sizes and the op's geometry arguments."""
-    kh, kw = (int(v) for v in args["kernel_size"])
-    groups = int(args["groups"])
-    icg, ocg = val_at(-3, x_sizes) // groups, val_at(-3, out_sizes) // groups
-    logical_kg = kh * kw * icg
-    kg = -(-logical_kg // 4) * 4
-    return Conv2DParams(kernel_size=(kw, kh), stride=_xy(args["stride"]), padding=_xy(args["padding"]),
-                        dilation=_xy(args["dilation"]), groups=groups, out_channels_per_group=ocg,
-                        in_channels_per_group=icg, logical_K_per_group=logical_kg, K_per_group=kg,
-                        K4_per_group=kg // 4, logical_K=kh * kw * val_at(-3, x_sizes), K=kg * groups,
-                        K4=kg * groups // 4)
+    return conv2d_params(val_at(-3, x_sizes), val_at(-3, out_sizes), *(args[k] for k in GEOMETRY), args["groups"])
 
 
 def spec_constants(p: Conv2DParams, apply_bias: int = 1) -> dict[int, int]:
