@@ -1,0 +1,121 @@
+"""The raw Vulkan transport's first piece: Vulkan devices as the loader lists them, with the features ET-VK's
+shaders need and the limits it routes on, read through the pinned ``vulkan`` binding (cffi, 1.3.275.1).
+
+Where wgpu shows only what naga can represent (no 8-bit storage buffers, no cooperative matrix), this reports
+what the device itself has: the ground for a ``NOT_SUPPORTED`` that names a feature the *device* lacks.
+The binding is imported only here and only when asked for: importing it dlopens ``libvulkan.so.1``.
+
+Example::
+
+    >>> devices = probe()                                   # doctest: +SKIP
+    >>> devices[0].name, devices[0].lacks(["storageBuffer8BitAccess", "cooperativeMatrix"])  # doctest: +SKIP
+    ('llvmpipe (LLVM 15.0.6, 256 bits)', ['cooperativeMatrix'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+from vkdiff.device.boundary import DeviceError
+
+FEATURES: dict[str, str] = {
+    "shaderInt16": "core", "shaderInt64": "core", "shaderFloat64": "core",
+    "storageBuffer16BitAccess": "1.1", "uniformAndStorageBuffer16BitAccess": "1.1",
+    "storageBuffer8BitAccess": "1.2", "uniformAndStorageBuffer8BitAccess": "1.2", "shaderFloat16": "1.2",
+    "shaderInt8": "1.2", "vulkanMemoryModel": "1.2",
+    "shaderIntegerDotProduct": "1.3", "subgroupSizeControl": "1.3", "computeFullSubgroups": "1.3",
+    "synchronization2": "1.3",
+    "cooperativeMatrix": "VK_KHR_cooperative_matrix",
+}
+"""Features ET-VK's shaders or device setup use, by the struct that holds them (core ``VkPhysicalDeviceFeatures``,
+``Vulkan11/12/13Features``, or the extension's own struct)."""
+
+LIMITS = ("maxImageDimension2D", "maxImageDimension3D", "maxStorageBufferRange", "maxPushConstantsSize",
+          "maxComputeWorkGroupInvocations", "maxComputeSharedMemorySize")
+"""``VkPhysicalDeviceLimits`` fields ET-VK routes on."""
+
+EXTENSIONS = ("VK_KHR_8bit_storage", "VK_KHR_16bit_storage", "VK_KHR_shader_float16_int8",
+              "VK_KHR_shader_integer_dot_product", "VK_KHR_cooperative_matrix", "VK_EXT_subgroup_size_control")
+"""Device extensions whose presence is reported."""
+
+
+class RawVulkanError(DeviceError):
+    """The Vulkan loader or the binding failed (no loader, no driver, an instance the driver refuses)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RawDevice:
+    """One physical device as raw Vulkan sees it."""
+
+    name: str
+    device_type: str
+    vendor_id: int
+    api_version: str
+    driver_version: int
+    features: dict[str, bool]
+    """Every name of ``FEATURES``: whether the device supports it."""
+    extensions: tuple[str, ...]
+    """The ``EXTENSIONS`` the device has."""
+    limits: dict[str, int]
+
+    def lacks(self, needed: Iterable[str]) -> list[str]:
+        """The features of ``needed`` the device does not have, in order (empty: it has them all)."""
+        return [name for name in needed if not self.features.get(name, False)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
+
+
+def _version(packed: int) -> str:
+    return f"{packed >> 22}.{(packed >> 12) & 0x3FF}.{packed & 0xFFF}"
+
+
+def _features(vk: Any, physical: Any, extensions: set[str]) -> dict[str, bool]:
+    """``vkGetPhysicalDeviceFeatures2`` through Vulkan 1.1/1.2/1.3 (and cooperative matrix, when present)."""
+    f13 = vk.VkPhysicalDeviceVulkan13Features()
+    f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f13)
+    f11 = vk.VkPhysicalDeviceVulkan11Features(pNext=f12)
+    coop = vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR() if "VK_KHR_cooperative_matrix" in extensions else None
+    if coop is not None:
+        f13.pNext = vk.ffi.addressof(coop)  # set after construction: `coop` stays referenced until the call returns
+    chain = vk.VkPhysicalDeviceFeatures2(pNext=f11)
+    vk.vkGetPhysicalDeviceFeatures2(physical, vk.ffi.addressof(chain))
+    holders = {"core": chain.features, "1.1": f11, "1.2": f12, "1.3": f13, "VK_KHR_cooperative_matrix": coop}
+    return {name: bool(holders[where] is not None and getattr(holders[where], name))
+            for name, where in FEATURES.items()}
+
+
+def probe() -> list[RawDevice]:
+    """Every physical device the loader lists, with ``FEATURES``, ``EXTENSIONS`` and ``LIMITS``.
+
+    Raises:
+        RawVulkanError: the binding or the loader is missing, or instance creation fails.
+    """
+    try:
+        import vulkan as vk
+    except (ImportError, OSError) as exc:
+        raise RawVulkanError(f"raw Vulkan: the `vulkan` binding cannot load ({exc}); run scripts/setup.sh "
+                             f"(pip vulkan==1.3.275.1, apt libvulkan1)") from None
+    app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
+    try:
+        instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
+    except vk.VkError as exc:
+        raise RawVulkanError(f"raw Vulkan: vkCreateInstance failed ({type(exc).__name__})") from None
+    try:
+        return [_device(vk, physical) for physical in vk.vkEnumeratePhysicalDevices(instance)]
+    finally:
+        vk.vkDestroyInstance(instance, None)
+
+
+def _device(vk: Any, physical: Any) -> RawDevice:
+    props = vk.vkGetPhysicalDeviceProperties(physical)
+    present = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical, None)}
+    return RawDevice(name=str(props.deviceName), device_type=_TYPES.get(props.deviceType, str(props.deviceType)),
+                     vendor_id=int(props.vendorID), api_version=_version(props.apiVersion),
+                     driver_version=int(props.driverVersion), features=_features(vk, physical, present),
+                     extensions=tuple(e for e in EXTENSIONS if e in present),
+                     limits={name: int(getattr(props.limits, name)) for name in LIMITS})
