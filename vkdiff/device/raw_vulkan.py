@@ -5,11 +5,13 @@ Where wgpu shows only what naga can represent (no 8-bit storage buffers, no coop
 what the device itself has: the ground for a ``NOT_SUPPORTED`` that names a feature the *device* lacks.
 The binding is imported only here and only when asked for: importing it dlopens ``libvulkan.so.1``.
 
-Example::
+Example (``probe()`` gives these for each device; lavapipe 22.3 lacks only cooperative matrix)::
 
-    >>> devices = probe()                                   # doctest: +SKIP
-    >>> devices[0].name, devices[0].lacks(["storageBuffer8BitAccess", "cooperativeMatrix"])  # doctest: +SKIP
-    ('llvmpipe (LLVM 15.0.6, 256 bits)', ['cooperativeMatrix'])
+    >>> lavapipe = RawDevice(name="llvmpipe", device_type="cpu", vendor_id=0x10005, api_version="1.3.230",
+    ...                      driver_version=1, features={"storageBuffer8BitAccess": True, "cooperativeMatrix": False},
+    ...                      extensions=("VK_KHR_8bit_storage",), limits={"maxImageDimension3D": 4096})
+    >>> lavapipe.lacks(["storageBuffer8BitAccess", "cooperativeMatrix", "shaderInt16"])
+    ['cooperativeMatrix', 'shaderInt16']
 """
 
 from __future__ import annotations
