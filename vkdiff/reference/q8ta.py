@@ -38,22 +38,10 @@ def _int8_linear_core(
     bias: Optional[np.ndarray],
 ) -> np.ndarray:
     """``s_x * s_w[n] * (sum_k q[m,k] w[n,k] - z * ws[n]) + bias[n]`` in float64."""
-    weight = np.asarray(weight)
-    if weight.ndim != 2 or not np.issubdtype(weight.dtype, np.integer):
-        raise ValueError(f"weight must be 2-D integer [N, K], got {weight.dtype} {weight.shape}")
-    n, k = weight.shape
-    if q.shape[-1] != k:
-        raise ValueError(f"input K={q.shape[-1]} != weight K={k}")
-    ws = np.asarray(weight_sums).reshape(-1)
-    sw = np.asarray(weight_scales).reshape(-1)
-    if ws.size < n or sw.size < n:
-        raise ValueError(f"weight_sums/scales need >= {n} entries, got {ws.size}/{sw.size}")
+    acc, n = _int8_accumulate(q, input_zero_point, weight, weight_sums, weight_scales)
     s_x = np.float64(scalar_f32(input_scale, "input_scale"))
-    z = scalar_int(input_zero_point, "input_zero_point")
-    # |acc| <= 128 * 128 * K: exact in float64 BLAS for any realistic K.
-    acc = q.reshape(-1, k).astype(np.float64) @ weight.astype(np.float64).T
-    acc -= z * ws[:n].astype(np.float64)
-    out = acc * (s_x * sw[:n].astype(np.float64))  # s_x * s_w exact (two f32)
+    sw = np.asarray(weight_scales).reshape(-1)
+    out = acc.astype(np.float64) * (s_x * sw[:n].astype(np.float64))  # s_x * s_w exact (two f32)
     if bias is not None:
         out += np.asarray(bias, dtype=np.float64).reshape(-1)[:n]
     return out.reshape(*q.shape[:-1], n)

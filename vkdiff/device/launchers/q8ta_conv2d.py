@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers import q8ta_conv2d_im2col
 from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS,
+from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      conv_out_hw, conv_output_of, create_conv2d_params,
                                                      dot_product_kernel, prepack_qparams,
@@ -73,7 +73,7 @@ def pick_q8ta_conv2d_local_wg_size(out: Tensor, global_wg: tuple[int, int, int])
 def add_q8ta_conv2d_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, Any], weight: Tensor,
                          qparams: tuple[Tensor, Tensor, Tensor], activation: int, out: Tensor) -> None:
     """``add_q8ta_conv2d_node``."""
-    geometry = [args[k] for k in ("kernel_size", "stride", "padding", "dilation")]
+    geometry = [args[k] for k in GEOMETRY]
     params = create_conv2d_params(x, out, *geometry, args["groups"])
     if params.groups > 1:
         check(params.in_channels_per_group % 4 == 0, "conv_params.in_channels_per_group % 4 == 0")

@@ -27,7 +27,7 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.launchers.common import div_up
 from vkdiff.device.launchers.conv_utils import prepack_node
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      conv_out_hw, create_conv2d_params, dw_output_of,
                                                      prepack_qparams, qparams_block, resized, route_name, whc,
@@ -76,7 +76,7 @@ def pick_q8ta_conv2d_dw_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[
 def add_q8ta_conv2d_dw_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, Any], weight: Tensor,
                             qparams: tuple[Tensor, Tensor, Tensor], activation: int, out: Tensor) -> None:
     """``add_q8ta_conv2d_dw_node``."""
-    geometry = [args[k] for k in ("kernel_size", "stride", "padding", "dilation")]
+    geometry = [args[k] for k in GEOMETRY]
     params = create_conv2d_params(x, out, *geometry, args["groups"])
     check_int8x4_io(x, out)
     check(int(args["groups"]) == int(x.spec.sizes[-3]), "groups_val == in_channels")

@@ -26,7 +26,7 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers import q8ta_conv2d_pw
 from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, QUANTIZED_LINEAR, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, QUANTIZED_LINEAR, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, checked, conv_out_hw,
                                                      conv_output_of, create_conv2d_params, packed_dim_info_ok,
                                                      prepack_qparams, route_name,
@@ -63,7 +63,7 @@ def add_q8ta_im2col_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, Any]
     check(packed_dim_info_ok(x), "q8ta_conv2d_check_packed_dim_info(graph.packed_dim_info_of(packed_int8_input))")
     check(packed_dim_info_ok(im2col, (4,)),
           "q8ta_conv2d_check_4w4c_packed_dim_info(graph.packed_dim_info_of(packed_int8_im2col))")
-    geometry = [args[k] for k in ("kernel_size", "stride", "padding", "dilation")]
+    geometry = [args[k] for k in GEOMETRY]
     params = create_conv2d_params(x, out, *geometry, args["groups"])
     check(params.in_channels_per_group % 4 == 0, "conv_params.in_channels_per_group % 4 == 0")
 
@@ -85,7 +85,7 @@ def im2col_conv(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> No
     weight = prepack_quantized_linear_weight(graph, args["weights"])
     qparams = prepack_qparams(graph, args)
     activation = activation_type_from_string(args["activation"])
-    geometry = [args[k] for k in ("kernel_size", "stride", "padding", "dilation")]
+    geometry = [args[k] for k in GEOMETRY]
     sizes = calculate_q8ta_im2col_sizes(x.spec.sizes, tuple(out.spec.sizes[-2:]), args["kernel_size"],
                                         int(args["groups"]))
     im2col = graph.add_tensor(sizes, "int8", "buffer", "int8x4_4w4c", label="q8ta_im2col")

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      create_conv2d_params, dot_product_kernel, prepack_qparams,
                                                      prepack_quantized_conv2d_weight, qparams_block, resized,
@@ -60,7 +60,7 @@ def pick_q8ta_conv2d_transposed_local_wg_size(global_wg: tuple[int, int, int]) -
 def add_q8ta_conv2d_transposed_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, Any], weight: Tensor,
                                     qparams: tuple[Tensor, Tensor, Tensor], activation: int, out: Tensor) -> None:
     """``add_q8ta_conv2d_transposed_node``."""
-    geometry = [args[k] for k in ("kernel_size", "stride", "padding", "dilation")]
+    geometry = [args[k] for k in GEOMETRY]
     params = create_conv2d_params(x, out, *geometry, args["groups"])
     check(params.dilation == (1, 1), "q8ta_conv2d_transposed only supports dilation=1")
     if params.groups > 1:
