@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install everything vkdiff needs on a Debian machine; idempotent and quick when nothing is missing.
-#   system (apt, when root): mesa-vulkan-drivers (lavapipe), libvulkan1, glslc, spirv-tools, and chromium
+#   system (apt, when root): mesa-vulkan-drivers (lavapipe), libvulkan1, vulkan-validationlayers (--validate),
+#   glslc, spirv-tools, and chromium
 #   (headless screenshots of the HTML reports in the tests)
 #   python (pip): vkdiff itself, editable, with the pinned dependencies of pyproject.toml and the test extras
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(mesa-vulkan-drivers libvulkan1 glslc spirv-tools chromium)
+packages=(mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools chromium)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

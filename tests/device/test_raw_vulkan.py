@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from tests.testutils import requires_vulkan
-from vkdiff.device import raw_vulkan
+from vkdiff.device import raw_vulkan, vk_device
 from vkdiff.device.adapters import enumerate_adapters
 from vkdiff.entry import cli
 
 
 @requires_vulkan
 def test_each_wgpu_adapter_is_a_raw_device_with_the_same_limits():
-    raw = {d.name: d for d in raw_vulkan.probe()}
+    raw = {d.name: d for d in vk_device.probe()}
     for info, _ in enumerate_adapters("Vulkan"):
         device = raw[info.name]
         assert set(device.features) == set(raw_vulkan.FEATURES)
@@ -28,7 +28,7 @@ def test_each_wgpu_adapter_is_a_raw_device_with_the_same_limits():
 def test_lavapipe_has_8bit_storage_that_naga_cannot_use_and_no_cooperative_matrix():
     """lavapipe 22.3 supports 8-bit storage buffers (naga does not: those shaders are NOT_SUPPORTED through wgpu)
     and int8 dot products, but not cooperative matrix."""
-    lavapipe = [d for d in raw_vulkan.probe() if d.name.startswith("llvmpipe")]
+    lavapipe = [d for d in vk_device.probe() if d.name.startswith("llvmpipe")]
     if not lavapipe:
         pytest.skip("no lavapipe among the Vulkan devices")
     (device,) = lavapipe
@@ -41,7 +41,7 @@ def test_lavapipe_has_8bit_storage_that_naga_cannot_use_and_no_cooperative_matri
 def test_a_missing_binding_is_one_line_naming_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "vulkan", None)
     with pytest.raises(raw_vulkan.RawVulkanError, match=r"the `vulkan` binding cannot load .*scripts/setup.sh"):
-        raw_vulkan.probe()
+        vk_device.probe()
 
 
 @requires_vulkan

@@ -44,7 +44,7 @@ def test_a_dispatch_that_never_finishes_is_error_hang_and_the_run_goes_on(tree):
     finally:
         runner.close()
     assert hung.status == "ERROR" and HANG_FLAG in hung.flags
-    assert "did not finish within --timeout 3 s while reading back buffer [67] after dispatching " in hung.reason
+    assert "did not finish within --timeout 3 s while reading the guard bands of 2 buffers after dispatching " in hung.reason
     assert hung.reason.split("after dispatching ")[1].split(";")[0].endswith("vk_spin (65535, 65535, 1)")
     assert "--timeout 3" in hung.repro
     assert waited < TIMEOUT_S + 30, "the hang must end the case soon after the timeout (child start included)"
@@ -87,3 +87,17 @@ def test_a_kernel_that_differs_on_a_repeat_is_nondeterministic_with_the_count(tr
     assert repeated.reason == (f"run 2 of 3 differs bitwise from run 1 in {fault_ops.N} of {fault_ops.N} output "
                                f"elements (run 1 alone: PASS)")
     assert repeated.metrics["nondeterministic"]["differing"] == fault_ops.N
+
+
+@pytest.mark.parametrize("transport", ["wgpu", "vulkan"])
+def test_a_write_past_the_tensor_is_fail_oob_through_the_canaries_naming_the_dispatch(tree, transport):
+    """The output is right; one invocation also writes 8 bytes past the tensor's storage. The guard band after every
+    buffer the graph allocates sees it, through either transport, and names the shader and binding."""
+    from vkdiff.device.adapters import select
+
+    found = select(via=transport)
+    result = run_case(DeviceContext(*found[0], ShaderBuilder(tree)), fault_ops.case(fault_ops.OVERRUN))
+    assert result.status == "FAIL_OOB", result.reason
+    assert result.reason.startswith(f"4 of 64 canary bytes after buffer tensor [{fault_ops.N}] float32 changed "
+                                    f"(first at byte 8 past its storage): written out of bounds by one of: "
+                                    f"vk_overrun binding 0")

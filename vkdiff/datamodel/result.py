@@ -89,9 +89,16 @@ class Result:
         return Status[self.status]
 
     @property
+    def column(self) -> str:
+        """The device as merges and reports tell runs apart: its slug, with ``+vulkan`` when the raw Vulkan transport
+        reached it (so one device through both transports is two columns: the cross-transport differential)."""
+        transport = (self.device_info or {}).get("transport", "wgpu") if isinstance(self.device_info, dict) else "wgpu"
+        return self.device if transport == "wgpu" or not self.device else f"{self.device}+{transport}"
+
+    @property
     def key(self) -> tuple[str, str, str, str]:
-        """What one verdict stands for: (case, rule, node index, device); merging keeps one per key."""
-        return (self.case, self.rule, str(self.node.get("index", "")), self.device)
+        """What one verdict stands for: (case, rule, node index, device column); merging keeps one per key."""
+        return (self.case, self.rule, str(self.node.get("index", "")), self.column)
 
     def stamp(self) -> None:
         """Set ``time`` to now (UTC) unless already set."""
@@ -183,7 +190,7 @@ def merge(results: Iterable[Result]) -> list[list[Result]]:
         found.sort(key=lambda item: (item[0], item[1]))
         for when, _, result in found:
             if CRASH_FLAG in (result.flags or []):
-                crashes[(result.case, result.device)] = max(when, crashes.get((result.case, result.device), when))
+                crashes[(result.case, result.column)] = max(when, crashes.get((result.case, result.column), when))
     merged = []
     for key, found in groups.items():
         crash = crashes.get((key[0], key[3]))

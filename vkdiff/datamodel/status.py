@@ -38,7 +38,12 @@ class Status(enum.IntEnum):
     """Finite but over tolerance."""
     NONDETERMINISTIC = 9
     """Repeat runs differ bitwise."""
-    ERROR = 10
+    FAIL_OOB = 10
+    """A dispatch wrote outside its tensor (a canary guard band changed, or the validation layer saw it)."""
+    FAIL_SYNC = 11
+    """Two accesses to one resource are not ordered by a barrier (a read-after-write, write-after-read or
+    write-after-write hazard in the recorded command stream)."""
+    ERROR = 12
     """A harness bug or an unexpected exception."""
 
     def is_success(self) -> bool:

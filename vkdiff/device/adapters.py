@@ -37,6 +37,21 @@ REPORTED_LIMITS = (
 """Limits that decide whether an ET-VK dispatch fits; all are requested at the adapter's maximum."""
 
 ADAPTER_ENV = "VKDIFF_DEVICE"
+TRANSPORT_ENV = "VKDIFF_TRANSPORT"
+"""``wgpu`` (default) or ``vulkan``: set by ``--transport`` so child processes and xdist workers inherit it."""
+TRANSPORTS = ("wgpu", "vulkan")
+
+
+def transport() -> str:
+    """The transport this process reaches devices through (``$VKDIFF_TRANSPORT``, default wgpu).
+
+    Raises:
+        ValueError: the variable names no transport.
+    """
+    chosen = os.environ.get(TRANSPORT_ENV) or "wgpu"
+    if chosen not in TRANSPORTS:
+        raise ValueError(f"${TRANSPORT_ENV}={chosen!r} names no transport; use one of {', '.join(TRANSPORTS)}")
+    return chosen
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -61,6 +76,9 @@ class DeviceInfo:
     """The wanted features this adapter has."""
     limits: dict[str, int]
     """The limits that matter (see ``REPORTED_LIMITS``)."""
+    transport: str = "wgpu"
+    """How vkdiff reaches the device: ``wgpu`` (naga re-translates every module) or ``vulkan`` (raw Vulkan: the
+    SPIR-V as built); with ``vulkan``, ``features`` also lists the device's own (``vk:shaderInt8``…)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,8 +115,10 @@ def _info(adapter: Any) -> DeviceInfo:
         driver=info.get("description", ""),
         backend=info.get("backend_type", ""),
         adapter_type=info.get("adapter_type", ""),
-        features=tuple(f for f in WANTED_FEATURES if f in adapter.features),
+        features=tuple(f for f in WANTED_FEATURES if f in adapter.features) + tuple(getattr(adapter, "vulkan_features",
+                                                                                            ())),
         limits={k: int(adapter.limits[k]) for k in REPORTED_LIMITS if k in adapter.limits},
+        transport=getattr(adapter, "transport", "wgpu"),
     )
 
 
@@ -112,8 +132,15 @@ def _unique_slugs(infos: list[DeviceInfo]) -> list[DeviceInfo]:
     return out
 
 
-def enumerate_adapters(backend: str | None = "Vulkan") -> list[tuple[DeviceInfo, Any]]:
-    """Every wgpu adapter of ``backend`` (all backends when None), with its DeviceInfo."""
+def enumerate_adapters(backend: str | None = "Vulkan", via: str | None = None) -> list[tuple[DeviceInfo, Any]]:
+    """Every adapter of ``backend`` (all backends when None) through transport ``via`` (default: this process's
+    ``transport()``), with its DeviceInfo (raw Vulkan lists the loader's physical devices)."""
+    if (via or transport()) == "vulkan":
+        from vkdiff.device.vk_device import adapters as raw_adapters
+
+        adapters = raw_adapters()
+        infos = _unique_slugs([_info(a) for a in adapters])
+        return list(zip(infos, adapters))
     import wgpu
 
     with quiet_stderr():
@@ -146,7 +173,8 @@ def _no_adapter(promise: str) -> NoAdapterError:
                           f"{', '.join(seen) or 'none'}); install mesa-vulkan-drivers (lavapipe) or a GPU driver")
 
 
-def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> list[tuple[DeviceInfo, Any]]:
+def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan",
+           via: str | None = None) -> list[tuple[DeviceInfo, Any]]:
     """Adapters matching any selector (slug, or case-insensitive substring of name/driver).
 
     With no selector, ``$VKDIFF_DEVICE`` is used when set, else every adapter is chosen.
@@ -155,7 +183,7 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan") -> lis
         UnknownDeviceError: a selector matched nothing; the message lists the slugs.
         NoAdapterError: no Vulkan adapter at all where ``device_promised()`` (names every adapter seen).
     """
-    found = enumerate_adapters(backend)
+    found = enumerate_adapters(backend, via)
     promise = device_promised()
     if not found and promise and backend == "Vulkan":
         raise _no_adapter(promise)

@@ -97,6 +97,11 @@ class BindingKindError(DispatchError):
     binds it so (``OpGraph`` then reports ET-VK's invalid usage as ``FAIL_CHECK``)."""
 
 
+class OutOfBoundsError(DeviceError):
+    """A dispatch wrote outside its tensor: a canary guard band changed, or the validation layer reported an
+    out-of-bounds access (→ ``FAIL_OOB``, naming the tensor and the dispatches that bind it)."""
+
+
 class DeviceLostError(DeviceError):
     """The device was lost (driver reset, ``destroy``, a fault): ``ERROR (device lost)``; the next case gets a
     fresh device."""

@@ -124,6 +124,10 @@ class PipelineCache:
             key = f"max-compute-workgroup-size-{axis}"
             if size > limits.get(key, size):
                 raise DeviceLimitError(f"{label}: local size {local_size} exceeds {key} {limits[key]}")
+        if getattr(self.device, "transport", "wgpu") == "vulkan":
+            handle, layout, reflection = self.device.create_pipeline(spv, spec_constants, local_size, label)
+            return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
+                            module=spv)
         try:
             module_bytes, clamped = prepare_module(spv, spec_constants, local_size)
             reflection = spirv.reflect(module_bytes)
@@ -157,11 +161,9 @@ class PipelineCache:
 
 
 def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:
-    import wgpu
-
     handle = value.handle if isinstance(value, Tensor) else value
     wants_buffer = binding.kind in ("storage-buffer", "uniform-buffer")
-    if wants_buffer != isinstance(handle, wgpu.GPUBuffer):
+    if wants_buffer != (not hasattr(handle, "create_view")):  # a texture on either transport has create_view
         got = value.storage if isinstance(value, Tensor) else type(handle).__name__
         name = f" ({binding.name})" if binding.name else ""
         raise BindingKindError(f"{label}: binding {binding.binding}{name} expects a {binding.kind}, launcher gave {got}")

@@ -5,7 +5,7 @@ Where wgpu shows only what naga can represent (no 8-bit storage buffers, no coop
 what the device itself has: the ground for a ``NOT_SUPPORTED`` that names a feature the *device* lacks.
 The binding is imported only here and only when asked for: importing it dlopens ``libvulkan.so.1``.
 
-Example (``probe()`` gives these for each device; lavapipe 22.3 lacks only cooperative matrix)::
+Example (``vk_device.probe()`` gives these for each device; lavapipe 22.3 lacks only cooperative matrix)::
 
     >>> lavapipe = RawDevice(name="llvmpipe", device_type="cpu", vendor_id=0x10005, api_version="1.3.230",
     ...                      driver_version=1, features={"storageBuffer8BitAccess": True, "cooperativeMatrix": False},
@@ -22,10 +22,11 @@ from typing import Any, Iterable
 from vkdiff.device.boundary import DeviceError
 
 FEATURES: dict[str, str] = {
-    "shaderInt16": "core", "shaderInt64": "core", "shaderFloat64": "core",
-    "storageBuffer16BitAccess": "1.1", "uniformAndStorageBuffer16BitAccess": "1.1",
-    "storageBuffer8BitAccess": "1.2", "uniformAndStorageBuffer8BitAccess": "1.2", "shaderFloat16": "1.2",
-    "shaderInt8": "1.2", "vulkanMemoryModel": "1.2",
+    "shaderInt16": "core", "shaderInt64": "core", "shaderFloat64": "core", "shaderStorageImageExtendedFormats": "core",
+    "shaderStorageImageReadWithoutFormat": "core", "shaderStorageImageWriteWithoutFormat": "core",
+    "storageBuffer16BitAccess": "1.1", "uniformAndStorageBuffer16BitAccess": "1.1", "storagePushConstant16": "1.1",
+    "storageBuffer8BitAccess": "1.2", "uniformAndStorageBuffer8BitAccess": "1.2", "storagePushConstant8": "1.2",
+    "shaderFloat16": "1.2", "shaderInt8": "1.2", "vulkanMemoryModel": "1.2", "shaderSubgroupExtendedTypes": "1.2",
     "shaderIntegerDotProduct": "1.3", "subgroupSizeControl": "1.3", "computeFullSubgroups": "1.3",
     "synchronization2": "1.3",
     "cooperativeMatrix": "VK_KHR_cooperative_matrix",
@@ -34,8 +35,15 @@ FEATURES: dict[str, str] = {
 ``Vulkan11/12/13Features``, or the extension's own struct)."""
 
 LIMITS = ("maxImageDimension2D", "maxImageDimension3D", "maxStorageBufferRange", "maxPushConstantsSize",
-          "maxComputeWorkGroupInvocations", "maxComputeSharedMemorySize")
-"""``VkPhysicalDeviceLimits`` fields ET-VK routes on."""
+          "maxComputeWorkGroupInvocations", "maxComputeSharedMemorySize", "maxComputeWorkGroupSize",
+          "maxComputeWorkGroupCount", "maxPerStageDescriptorStorageBuffers", "maxPerStageDescriptorStorageImages")
+"""``VkPhysicalDeviceLimits`` fields ET-VK routes on or a dispatch must fit (the two arrays as x, y, z lists)."""
+
+SUBGROUP_OPERATIONS = {"GroupNonUniform": 0x1, "GroupNonUniformVote": 0x2, "GroupNonUniformArithmetic": 0x4,
+                       "GroupNonUniformBallot": 0x8, "GroupNonUniformShuffle": 0x10,
+                       "GroupNonUniformShuffleRelative": 0x20, "GroupNonUniformClustered": 0x40,
+                       "GroupNonUniformQuad": 0x80}
+"""SPIR-V subgroup capabilities → their ``VkSubgroupFeatureFlagBits``."""
 
 EXTENSIONS = ("VK_KHR_8bit_storage", "VK_KHR_16bit_storage", "VK_KHR_shader_float16_int8",
               "VK_KHR_shader_integer_dot_product", "VK_KHR_cooperative_matrix", "VK_EXT_subgroup_size_control")
@@ -59,7 +67,10 @@ class RawDevice:
     """Every name of ``FEATURES``: whether the device supports it."""
     extensions: tuple[str, ...]
     """The ``EXTENSIONS`` the device has."""
-    limits: dict[str, int]
+    limits: dict[str, Any]
+    subgroup_operations: int = 0
+    """``VkSubgroupFeatureFlags`` the device supports in compute shaders (0: none)."""
+    subgroup_size: int = 0
 
     def lacks(self, needed: Iterable[str]) -> list[str]:
         """The features of ``needed`` the device does not have, in order (empty: it has them all)."""
@@ -91,33 +102,36 @@ def _features(vk: Any, physical: Any, extensions: set[str]) -> dict[str, bool]:
             for name, where in FEATURES.items()}
 
 
-def probe() -> list[RawDevice]:
-    """Every physical device the loader lists, with ``FEATURES``, ``EXTENSIONS`` and ``LIMITS``.
+def binding() -> Any:
+    """The ``vulkan`` module (importing it dlopens ``libvulkan.so.1``).
 
     Raises:
-        RawVulkanError: the binding or the loader is missing, or instance creation fails.
+        RawVulkanError: the binding or the loader is missing (names what to install).
     """
     try:
-        import vulkan as vk
+        import vulkan
     except (ImportError, OSError) as exc:
         raise RawVulkanError(f"raw Vulkan: the `vulkan` binding cannot load ({exc}); run scripts/setup.sh "
                              f"(pip vulkan==1.3.275.1, apt libvulkan1)") from None
-    app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
-    try:
-        instance = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
-    except vk.VkError as exc:
-        raise RawVulkanError(f"raw Vulkan: vkCreateInstance failed ({type(exc).__name__})") from None
-    try:
-        return [_device(vk, physical) for physical in vk.vkEnumeratePhysicalDevices(instance)]
-    finally:
-        vk.vkDestroyInstance(instance, None)
+    return vulkan
 
 
-def _device(vk: Any, physical: Any) -> RawDevice:
+def _limit(value: Any) -> Any:
+    return [int(v) for v in value] if hasattr(value, "__len__") else int(value)
+
+
+def describe(vk: Any, physical: Any) -> RawDevice:
+    """One physical device's identity, ``FEATURES``, ``EXTENSIONS``, ``LIMITS`` and subgroup support."""
     props = vk.vkGetPhysicalDeviceProperties(physical)
     present = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical, None)}
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties()
+    vk.vkGetPhysicalDeviceProperties2(physical, vk.ffi.addressof(vk.VkPhysicalDeviceProperties2(
+        pNext=vk.ffi.addressof(subgroup))))
+    compute = bool(subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
     return RawDevice(name=str(props.deviceName), device_type=_TYPES.get(props.deviceType, str(props.deviceType)),
                      vendor_id=int(props.vendorID), api_version=_version(props.apiVersion),
                      driver_version=int(props.driverVersion), features=_features(vk, physical, present),
                      extensions=tuple(e for e in EXTENSIONS if e in present),
-                     limits={name: int(getattr(props.limits, name)) for name in LIMITS})
+                     limits={name: _limit(getattr(props.limits, name)) for name in LIMITS},
+                     subgroup_operations=int(subgroup.supportedOperations) if compute else 0,
+                     subgroup_size=int(subgroup.subgroupSize))

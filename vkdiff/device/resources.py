@@ -36,6 +36,8 @@ class Tensor:
     follow ``virtual_resize``."""
     allocated: Any = None
     """The ``TensorSpec`` the storage was sized for (the serialized, maximal sizes)."""
+    guard: int = 0
+    """Byte offset of the canary guard band after a graph-allocated buffer's storage (0: none)."""
 
 
 def _byte_view(data: bytes | np.ndarray) -> np.ndarray:
@@ -113,7 +115,8 @@ def poisoned(device: Any, shape: tuple[int, ...], dtype, storage: Storage, label
 def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
     """Storage for a ``TensorSpec`` sized as ``vTensorStorage`` sizes it, every byte poisoned.
 
-    Buffers hold ``physical_numel`` elements rounded up to 16 bytes (``allocate_buffer``);
+    Buffers hold ``physical_numel`` elements rounded up to 16 bytes (``allocate_buffer``), then a canary guard
+    band (``GUARD_BYTES``) that no in-bounds access touches;
     textures have the spec's image extents and its dtype's texel format.
     """
     import wgpu
@@ -121,10 +124,10 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
     element = spec.element_dtype
     if spec.storage == "buffer":
         count = max(spec.physical_numel, 1)
-        data = layouts.poison_like((count,), element)
+        data, guard = guarded(layouts.poison_like((count,), element))
         return Tensor(shape=tuple(spec.sizes), dtype=element,
                       storage="buffer", handle=_buffer(device, data, wgpu.BufferUsage.STORAGE, label),
-                      buffer_shape=(count,), spec=spec, allocated=spec)
+                      buffer_shape=(count,), spec=spec, allocated=spec, guard=guard)
     if element not in layouts.TEXEL_FORMATS:
         raise DeviceLimitError(f"{label}: no texture format for dtype {element}")
     extent = tuple(max(e, 1) for e in spec.extents)  # an empty tensor (batch norm's unused outputs) gets one texel
@@ -143,6 +146,45 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
                                extent)
     return Tensor(shape=tuple(spec.sizes), dtype=element, storage=spec.storage, handle=handle, spec=spec,
                   allocated=spec)
+
+
+GUARD_BYTES = 64
+"""Canary bytes after every buffer the graph allocates: inside the bound range, outside the tensor."""
+CANARY = np.frombuffer(bytes([0xC5, 0xA3, 0x5C, 0x3A]) * (GUARD_BYTES // 4), np.uint8)
+"""The guard band's pattern (a write of exactly these bytes would go unseen)."""
+
+
+def guarded(data: np.ndarray) -> tuple[np.ndarray, int]:
+    """``data``'s bytes padded to 16, then the canary band; and the band's offset."""
+    raw = _byte_view(data)
+    offset = -(-raw.size // 16) * 16
+    return np.concatenate([raw, np.zeros(offset - raw.size, np.uint8), CANARY]), offset
+
+
+def read_guards(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
+    """Each tensor's guard band, read back with one copy, one submission and one map."""
+    import wgpu
+
+    if not tensors:
+        return []
+    what = f"reading the guard bands of {len(tensors)} buffers"
+
+    def copy_map_read() -> bytes:
+        target = device.create_buffer(size=GUARD_BYTES * len(tensors),
+                                      usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        encoder = device.create_command_encoder(label="guards")
+        for index, tensor in enumerate(tensors):
+            encoder.copy_buffer_to_buffer(tensor.handle, tensor.guard, target, index * GUARD_BYTES, GUARD_BYTES)
+        device.queue.submit([encoder.finish()])
+        target.map_sync(wgpu.MapMode.READ)
+        data = bytes(target.read_mapped())
+        target.unmap()
+        target.destroy()
+        return data
+
+    with watchdog.waiting(what):
+        raw = np.frombuffer(gpu_call(DispatchError, what, copy_map_read), np.uint8)
+    return [raw[i * GUARD_BYTES:(i + 1) * GUARD_BYTES] for i in range(len(tensors))]
 
 
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:

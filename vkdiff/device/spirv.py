@@ -119,6 +119,8 @@ class Binding:
     """"read-only", "write-only" or "read-write" for storage textures."""
     element: str = ""
     """Scalar type of a storage buffer's array elements (``float32``, ``int32``, ``uint8``…), "" if not an array."""
+    combined: bool = False
+    """A sampled texture declared as a combined image sampler (``sampler3D``), as ET-VK declares them."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -253,7 +255,8 @@ def _image_binding(module: _Module, var: int, image_type: int, sampled_wrapper: 
     dim = {1: "2d", 2: "3d", 0: "1d"}.get(int(ops[2]), "")
     sampled = int(ops[6])
     if sampled_wrapper or sampled == 1:
-        return Binding(kind="sampled-texture", dim=dim, sample_type=_sample_type(module, int(ops[1])), **where)
+        return Binding(kind="sampled-texture", dim=dim, sample_type=_sample_type(module, int(ops[1])),
+                       combined=sampled_wrapper, **where)
     decos = module.decorations.get(var, {})
     access = ("read-only" if DEC_NON_WRITABLE in decos else
               "write-only" if DEC_NON_READABLE in decos else "read-write")
@@ -263,8 +266,16 @@ def _image_binding(module: _Module, var: int, image_type: int, sampled_wrapper: 
     return Binding(kind="storage-texture", dim=dim, format=fmt, access=access, **where)
 
 
-CAPABILITY_NAMES = {9: "Float16", 10: "Float64", 11: "Int64", 22: "Int16", 39: "Int8",
-                    4433: "StorageBuffer16BitAccess", 4448: "StorageBuffer8BitAccess"}
+CAPABILITY_NAMES = {9: "Float16", 10: "Float64", 11: "Int64", 22: "Int16", 39: "Int8", 49: "StorageImageExtendedFormats",
+                    55: "StorageImageReadWithoutFormat", 56: "StorageImageWriteWithoutFormat",
+                    61: "GroupNonUniform", 62: "GroupNonUniformVote", 63: "GroupNonUniformArithmetic",
+                    64: "GroupNonUniformBallot", 65: "GroupNonUniformShuffle", 66: "GroupNonUniformShuffleRelative",
+                    67: "GroupNonUniformClustered", 68: "GroupNonUniformQuad",
+                    4433: "StorageBuffer16BitAccess", 4434: "UniformAndStorageBuffer16BitAccess",
+                    4435: "StoragePushConstant16", 4448: "StorageBuffer8BitAccess",
+                    4449: "UniformAndStorageBuffer8BitAccess", 4450: "StoragePushConstant8",
+                    5345: "VulkanMemoryModel", 6016: "DotProductInputAll", 6017: "DotProductInput4x8Bit",
+                    6018: "DotProductInput4x8BitPacked", 6019: "DotProduct", 6022: "CooperativeMatrixKHR"}
 """SPIR-V capability ids vkdiff names in messages."""
 
 
@@ -272,6 +283,23 @@ def capabilities(spv: bytes) -> set[str]:
     """Names of the capabilities a module declares (ids unknown to ``CAPABILITY_NAMES`` as numbers)."""
     return {CAPABILITY_NAMES.get(int(ops[0]), str(int(ops[0])))
             for _, op, ops in instructions(words_of(spv)) if op == OP_CAPABILITY}
+
+
+def spec_constant_types(spv: bytes) -> dict[int, tuple[str, int]]:
+    """SpecId → (``bool``/``int``/``uint``/``float``, bits) of each specialization constant a module declares."""
+    words = words_of(spv)
+    module = _Module(words)
+    ids = {target: values[0] for target, decos in module.decorations.items()
+           for kind, values in decos.items() if kind == DEC_SPEC_ID}
+    found: dict[int, tuple[str, int]] = {}
+    for _, op, ops in instructions(words):
+        if op in (OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE) and int(ops[1]) in ids:
+            found[ids[int(ops[1])]] = ("bool", 32)
+        elif op == OP_SPEC_CONSTANT and int(ops[1]) in ids:
+            type_op, type_ops = module.types[int(ops[0])]
+            kind = "float" if type_op == OP_TYPE_FLOAT else ("int" if int(type_ops[2]) else "uint")
+            found[ids[int(ops[1])]] = (kind, int(type_ops[1]))
+    return found
 
 
 def reflect(spv: bytes) -> Reflection:

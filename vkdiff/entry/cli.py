@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from vkdiff.entry.options import add_run_options
+from vkdiff.entry.options import add_run_options, apply_transport
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
                                    explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
                                    summarize, write_report)
@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     from vkdiff.entry.check_cli import add_check_parser
 
     add_check_parser(sub)
+    from vkdiff.entry.load_cli import add_load_parser
+
+    add_load_parser(sub)
+    from vkdiff.entry.lint_cli import add_lint_parser
+
+    add_lint_parser(sub)
     coverage = sub.add_parser("coverage", help="The ops and shader variants of a tree that vkdiff covers")
     coverage.add_argument("--et-src", metavar="TREE", default=None,
                           help="ExecuTorch tree: checkout, REPO@REV or tarball (default: as vkdiff run chooses)")
@@ -81,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    apply_transport(getattr(args, "transport", None) if args.command != "devices" else None)
     try:
         if args.command == "check":
             from vkdiff.entry.check_cli import cmd_check
@@ -88,6 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(args, argv[argv.index("check") + 1:])
         if args.command == "devices":
             return cmd_devices(args)
+        if args.command == "lint":
+            from vkdiff.entry.lint_cli import cmd_lint
+
+            return cmd_lint(args)
+        if args.command == "load":
+            from vkdiff.entry.load_cli import cmd_load
+
+            return cmd_load(args)
         if args.command == "report":
             return cmd_report(args)
         if args.command == "cache":
@@ -193,7 +208,8 @@ def _raw_devices(as_json: bool) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from vkdiff.device.raw_vulkan import RawVulkanError, probe
+    from vkdiff.device.raw_vulkan import RawVulkanError
+    from vkdiff.device.vk_device import probe
 
     try:
         devices = probe()

@@ -98,6 +98,9 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
               help="Create every device with a phone's lower limits (adreno-7xx, mali-g7xx; see "
                    "vkdiff/device/limits.toml): exceeding one ends NOT_SUPPORTED naming it")
+    addoption(f"--{prefix}transport", choices=("wgpu", "vulkan"), default=None,
+              help="How devices are reached: wgpu (default; naga re-translates every module) or vulkan (raw Vulkan: "
+                   "the SPIR-V as glslc built it, spec constants through VkSpecializationInfo; env VKDIFF_TRANSPORT)")
     addoption(f"--{prefix}allow-empty", action="store_true", default=False,
               help="Succeed even when, with an adapter and a tree, no kernel case ran (all NOT_RUN/NOT_SUPPORTED)")
 
@@ -142,3 +145,11 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
     parser.add_argument("--limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
                         help=f"Limits profile to run under ({profiles_help})")
     parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
+
+
+def apply_transport(chosen: str | None) -> None:
+    """``--transport`` into ``$VKDIFF_TRANSPORT``, which child processes and xdist workers inherit."""
+    from vkdiff.device.adapters import TRANSPORT_ENV
+
+    if chosen:
+        os.environ[TRANSPORT_ENV] = chosen

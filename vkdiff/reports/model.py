@@ -45,6 +45,8 @@ STATUS_STYLES: dict[str, StatusStyle] = {
     "FAIL_NUMERIC": StatusStyle(colour="#d32f2f", ink="#fff", glyph="✗", title="finite but over tolerance"),
     "FAIL_NAN": StatusStyle(colour="#6a0d0d", ink="#fff", glyph="N", title="NaN/Inf where the reference is finite"),
     "NONDETERMINISTIC": StatusStyle(colour="#f9a825", ink="#000", glyph="≠", title="repeat runs differ bitwise"),
+    "FAIL_SYNC": StatusStyle(colour="#e65100", ink="#fff", glyph="S", title="accesses not ordered by a barrier"),
+    "FAIL_OOB": StatusStyle(colour="#4a148c", ink="#fff", glyph="O", title="a dispatch wrote outside its tensor"),
     "DTYPE_MISMATCH": StatusStyle(colour="#c2185b", ink="#fff", glyph="T", title="shader binding format differs from the tensor"),
     "FAIL_CHECK": StatusStyle(colour="#7b1fa2", ink="#fff", glyph="C", title="invariant broke or output unwritten"),
     "BUILD_FAIL": StatusStyle(colour="#ef6c00", ink="#fff", glyph="B", title="shader codegen/compile/load failed"),
@@ -206,7 +208,7 @@ class Row:
             row, column = "-".join(f"{k}{v}" for k, v in shape.items()), variant
         else:
             row, column = variant, str(result.rule or "") or "—"
-        return cls(result=result, device=slugify(str(result.device or UNKNOWN_DEVICE)),
+        return cls(result=result, device=slugify(str(result.column or UNKNOWN_DEVICE)),
                    op=str(result.op or result.case or "?"), shape=row, column=column,
                    dtype=str(knobs.get("dtype", "")),
                    expectation=Expectation.from_value(getattr(result, "expectation", None)))

@@ -26,6 +26,9 @@ class Expectation:
     """Rules of a model case the bug shows in (empty: any, and every kernel case)."""
     device: str | tuple[str, ...] = "all"
     """Device slugs, or ``all``."""
+    transport: tuple[str, ...] = ()
+    """Transports the bug shows through (``wgpu``, ``vulkan``; empty: both): a naga translation bug, or one only
+    the exact SPIR-V or a real blit reaches."""
     status: tuple[str, ...] = ()
     """Statuses the bug produces."""
     signature: str = ""
@@ -49,7 +52,8 @@ class Expectation:
         devices = (self.device,) if isinstance(self.device, str) else self.device
         return (re.search(self.case, result.case) is not None
                 and (not self.rule or result.rule in self.rule)
-                and ("all" in devices or result.device in devices))
+                and ("all" in devices or result.device in devices)
+                and (not self.transport or transport_of(result) in self.transport))
 
     def explains(self, result: Result) -> bool:
         """The bug's territory, one of its statuses and signature, and its shape: the shader or node it shows in,
@@ -64,6 +68,11 @@ class Expectation:
         error, count = error_of(result)
         return ((self.max_abs is None or (error is not None and error <= self.max_abs))
                 and (self.mismatches is None or count is None or count <= self.mismatches))
+
+
+def transport_of(result: Result) -> str:
+    """The transport a device result ran through (results from before transports existed: wgpu)."""
+    return (result.device_info or {}).get("transport", "wgpu")
 
 
 _MAX_ABS = re.compile(r"max abs ([0-9.eE+-]+)")
@@ -93,6 +102,7 @@ def load(path: Path = DATA) -> tuple[Expectation, ...]:
     """Every expectation of the data file."""
     entries = yaml.safe_load(path.read_text()) or []
     return tuple(Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
+                                "transport": tuple(e.get("transport", ())),
                                 "device": e["device"] if isinstance(e.get("device", "all"), str) else tuple(e["device"])})
                  for e in entries)
 

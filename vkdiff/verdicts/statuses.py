@@ -6,7 +6,7 @@ import traceback
 
 from vkdiff.datamodel import Status
 from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, EtVkRefusal,
-                                    ShaderLoadError, ShaderUnsupportedError, is_device_lost)
+                                    OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError, is_device_lost)
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import VariantMissingError
 from vkdiff.device.graph.delegate import MissingLaunchersError
@@ -26,6 +26,7 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (DeviceLimitError, Status.NOT_SUPPORTED),
     (DtypeMismatchError, Status.DTYPE_MISMATCH),
     (EtVkRefusal, Status.FAIL_CHECK),
+    (OutOfBoundsError, Status.FAIL_OOB),
     (DispatchError, Status.ERROR),
 )
 """First match wins: ``NOT_SUPPORTED`` only where the device (or naga) names what it lacks."""

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
 import numpy as np
 
 from vkdiff.device import layouts, resources
-from vkdiff.device.boundary import DtypeMismatchError, EtVkRefusal
+from vkdiff.device.boundary import DtypeMismatchError, EtVkRefusal, OutOfBoundsError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
@@ -195,6 +195,10 @@ class ComputeGraph:
         """Staging of each graph input, by ``id`` of its tensor (``staging_of``)."""
         self.states: dict[int | str, Tensor] = {}
         """Device tensors standing for constants an op mutates (KV caches), by constant id."""
+        self.guarded: list[Tensor] = []
+        """Every buffer the graph allocated, each with a canary guard band checked after each execute."""
+        self._bound: list[tuple[DispatchRecord, tuple]] = []
+        """The build's and the latest execute's dispatches with what they bound (to name a guard band's writer)."""
 
     @property
     def executing(self) -> bool:
@@ -211,7 +215,10 @@ class ComputeGraph:
         if dtype == "int8" and str(layout).startswith(INT8X4):
             dtype = INT8X4
         spec = TensorSpec(tuple(int(s) for s in sizes), dtype, storage, layout)
-        return resources.allocate(self.device, spec, label)
+        tensor = resources.allocate(self.device, spec, label)
+        if tensor.guard:
+            self.guarded.append(tensor)
+        return tensor
 
     def virtual_resize(self, tensor: Tensor, sizes: Sequence[int]) -> None:
         """``ComputeGraph::virtual_resize``: new sizes within the allocation; its metadata UBOs follow."""
@@ -367,6 +374,7 @@ class ComputeGraph:
         """``ComputeGraph::execute``: encode and submit every execute node with current parameters."""
         self.executions += 1
         self.dispatches = [d for d in self.dispatches if d.execution == 0]
+        self._bound = [(d, bound) for d, bound in self._bound if d.execution == 0]
         self._executing = True
         self._batch = Batch(self.device) if not hasattr(self.device, "record_dispatch") else None
         try:
@@ -383,6 +391,7 @@ class ComputeGraph:
                     raise
                 self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
             self._flush()
+            self.check_guards()
         finally:
             self._executing = False
             self._batch = None
@@ -401,6 +410,32 @@ class ComputeGraph:
         """Submit the dispatches encoded so far (host work reads and writes after them, as ET-VK's does)."""
         if self._batch is not None:
             self._batch.flush()
+
+    def check_guards(self) -> None:
+        """Every guard band still holds its canaries (not on a tracing device, whose replay reads what it recorded).
+
+        Raises:
+            OutOfBoundsError: a band changed; names the tensor, where, and the dispatches that bound it (the
+                first one's node and shader are set on the exception).
+        """
+        if hasattr(self.device, "record_dispatch") or not self.guarded:
+            return
+        for tensor, band in zip(self.guarded, resources.read_guards(self.device, self.guarded)):
+            changed = np.flatnonzero(band != resources.CANARY)
+            if changed.size:
+                raise self._out_of_bounds(tensor, changed)
+
+    def _out_of_bounds(self, tensor: Tensor, changed: np.ndarray) -> OutOfBoundsError:
+        writers = [(d, i) for d, bound in self._bound for i, r in enumerate(bound) if r is tensor]
+        named = "; ".join(f"{d.shader} binding {i}" + (f" (node {d.node})" if d.node is not None else "")
+                          for d, i in writers[:4]) or "no dispatch bound it"
+        error = OutOfBoundsError(
+            f"{changed.size} of {resources.GUARD_BYTES} canary bytes after {tensor.spec.storage} tensor "
+            f"{list(tensor.allocated.sizes)} {tensor.spec.dtype} changed (first at byte {int(changed[0])} past its "
+            f"storage): written out of bounds by one of: {named}")
+        if writers:
+            error.node_index, error.shader = writers[0][0].node, writers[0][0].shader
+        return error
 
     def _encode(self, node: ExecuteNode, prepack: bool = False) -> None:
         shader, global_wg, local_wg = node.picked
@@ -424,6 +459,7 @@ class ComputeGraph:
                 exc.shader = shader
                 raise
         self.dispatches.append(record)
+        self._bound.append((record, tuple(node.resources)))
 
     def log_copy(self, shader: str, prepack: bool = True) -> None:
         """Record a staging step done as a byte copy (see ``staging``)."""

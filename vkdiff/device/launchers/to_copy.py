@@ -8,8 +8,8 @@ Ported from ``runtime/graph/ops/impl/ToCopy.cpp`` (``to_copy`` → ``add_to_copy
   (``VK_CHECK_COND``: "BlitNode: Only texture backed tensors are supported."), although the partitioner
   offers ``ANY_STORAGE`` for float ↔ float copies. wgpu has no blit command: a blit between images of one
   format and equal extents is a texel-for-texel copy and runs as ``copy_texture_to_texture``; a
-  format-converting blit (float ↔ half) cannot be issued through wgpu and is ``NOT_SUPPORTED`` by the
-  transport, with that reason. The blit is logged as ``blit:Blit_<in>_to_<out>`` (the name ET-VK's
+  format-converting blit (float ↔ half) cannot be issued through wgpu and is ``NOT_SUPPORTED`` by that
+  transport, with that reason; the raw Vulkan transport issues ``vkCmdBlitImage`` as ET-VK does. The blit is logged as ``blit:Blit_<in>_to_<out>`` (the name ET-VK's
   profiler reports). ``add_to_copy_node`` gives the ``BlitNode`` no resize function, so its output keeps the
   serialized sizes when the input shrinks (the partitioner declares ``supports_resize=True``), and the blit
   always covers the whole allocated images;
@@ -63,6 +63,17 @@ def encode_blit(graph: ComputeGraph, src: Tensor, dst: Tensor) -> None:
     if src.spec.storage == "buffer" or dst.spec.storage == "buffer":
         raise EtVkRefusal("BlitNode: Only texture backed tensors are supported.")
     name = blit_name(src, dst)
+    if getattr(graph.device, "transport", "wgpu") == "vulkan":
+        def blit() -> None:
+            encoder = graph.device.create_command_encoder(label=name)
+            encoder.blit_texture(src.handle, dst.handle)
+            graph.device.queue.submit([encoder.finish()])
+
+        gpu_call(DispatchError, name, blit)
+        graph.dispatches.append(DispatchRecord(shader=f"blit:{name}", global_wg=tuple(src.allocated.extents),
+                                               local_wg=(1, 1, 1), spec={}, prepack=False, node=graph.node,
+                                               execution=graph.executions))
+        return
     if src.spec.dtype != dst.spec.dtype or src.allocated.extents != dst.allocated.extents:
         raise DeviceLimitError(f"{name}: wgpu has no vkCmdBlitImage; a blit that converts formats or scales "
                                f"({src.spec.dtype} {src.allocated.extents} → {dst.spec.dtype} "

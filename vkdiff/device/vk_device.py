@@ -1,0 +1,208 @@
+"""The raw Vulkan transport: physical devices as adapters, a logical device with the features ET-VK asks for,
+and its buffers and images.
+
+``VkAdapter`` and ``VkDevice`` offer the subset of wgpu's API vkdiff's runtime calls (``request_device_sync``,
+``create_buffer``, ``create_texture``, ``queue``, ``create_command_encoder``, ``create_bind_group``), so launchers,
+the graph runtime, kernel and model cases run unchanged; pipelines come from ``VkDevice.create_pipeline`` with the
+module exactly as glslc built it (``vkdiff.device.vk_commands``). Every submission waits for its fence, so host
+writes and reads never race the device and a resource is never freed while in use.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from vkdiff.device.boundary import DeviceLimitError
+from vkdiff.device.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
+from vkdiff.device.vk_commands import BindGroup, Encoder, Queue, create_pipeline
+from vkdiff.device.vk_memory import Buffer, Image, vk_call
+
+@functools.lru_cache(maxsize=None)
+def instance() -> Any:
+    """The process's one ``VkInstance`` (Vulkan 1.3)."""
+    vk = binding()
+    app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
+    return vk_call(RawVulkanError, "vkCreateInstance", vk.vkCreateInstance,
+                   vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
+
+
+class VkAdapter:
+    """One physical device, described as wgpu describes an adapter (``info``, ``features``, ``limits``)."""
+
+    def __init__(self, physical: Any, raw: RawDevice):
+        self.physical = physical
+        self.raw = raw
+        self.info = {"device": raw.name, "vendor_id": raw.vendor_id, "vendor": "",
+                     "description": f"raw Vulkan {raw.api_version}, driver {raw.driver_version:#x}",
+                     "backend_type": "Vulkan", "adapter_type": raw.device_type}
+        self.features = wgpu_features(raw)
+        self.vulkan_features = tuple(f"vk:{name}" for name, ok in raw.features.items() if ok)
+        """The device's own features (``vk:storageBuffer8BitAccess``…), recorded with every result."""
+        self.limits = wgpu_limits(raw)
+        self.transport = "vulkan"
+
+    def request_device_sync(self, required_features: Sequence[str] = (), required_limits: dict | None = None,
+                            label: str = "") -> "VkDevice":
+        return VkDevice(self, dict(required_limits or self.limits), label)
+
+
+def wgpu_features(raw: RawDevice) -> set[str]:
+    """The wgpu feature names vkdiff asks for, from the device's own features (push constants always exist)."""
+    have = raw.features
+    names = {"immediates", "texture-adapter-specific-format-features", "subgroup"}
+    if have.get("shaderFloat16") and have.get("storageBuffer16BitAccess"):
+        names.add("shader-f16")
+    if have.get("shaderInt16"):
+        names.add("shader-i16")
+    if have.get("shaderInt64"):
+        names.add("shader-int64")
+    return names
+
+
+def wgpu_limits(raw: RawDevice) -> dict[str, int]:
+    """The device's ``VkPhysicalDeviceLimits`` under the names vkdiff's launchers read (wgpu's)."""
+    lim = raw.limits
+    return {"max-texture-dimension-2d": lim["maxImageDimension2D"],
+            "max-texture-dimension-3d": lim["maxImageDimension3D"],
+            "max-storage-buffer-binding-size": lim["maxStorageBufferRange"],
+            "max-buffer-size": max(lim["maxStorageBufferRange"], lim.get("maxMemoryAllocationSize", 0)),
+            "max-compute-workgroup-size-x": lim["maxComputeWorkGroupSize"][0],
+            "max-compute-workgroup-size-y": lim["maxComputeWorkGroupSize"][1],
+            "max-compute-workgroup-size-z": lim["maxComputeWorkGroupSize"][2],
+            "max-compute-invocations-per-workgroup": lim["maxComputeWorkGroupInvocations"],
+            "max-compute-workgroup-storage-size": lim["maxComputeSharedMemorySize"],
+            "max-compute-workgroups-per-dimension": min(lim["maxComputeWorkGroupCount"]),
+            "max-immediate-size": lim["maxPushConstantsSize"],
+            "max-storage-buffers-per-shader-stage": lim["maxPerStageDescriptorStorageBuffers"],
+            "max-storage-textures-per-shader-stage": lim["maxPerStageDescriptorStorageImages"]}
+
+
+def probe() -> list[RawDevice]:
+    """Every physical device the loader lists, with ``FEATURES``, ``EXTENSIONS`` and ``LIMITS``.
+
+    Raises:
+        RawVulkanError: the binding or the loader is missing, or instance creation fails.
+    """
+    return [adapter.raw for adapter in adapters()]
+
+
+def adapters() -> list[VkAdapter]:
+    """Every physical device the loader lists.
+
+    Raises:
+        RawVulkanError: no binding, no loader, or instance creation failed.
+    """
+    vk = binding()
+    return [VkAdapter(p, describe(vk, p)) for p in vk.vkEnumeratePhysicalDevices(instance())]
+
+
+def _enable_chain(vk: Any, raw: RawDevice) -> tuple[Any, list[Any]]:
+    """``VkPhysicalDeviceFeatures2`` → Vulkan11 → 12 → 13 (→ cooperative matrix) with every ``FEATURES`` entry the
+    device has; the structs are returned too, to stay alive until ``vkCreateDevice`` returns."""
+    on = {name for name, ok in raw.features.items() if ok}
+    pick = lambda where: {n: 1 for n, w in FEATURES.items() if w == where and n in on}  # noqa: E731
+    structs = [vk.VkPhysicalDeviceVulkan11Features(**pick("1.1")), vk.VkPhysicalDeviceVulkan12Features(**pick("1.2")),
+               vk.VkPhysicalDeviceVulkan13Features(**pick("1.3"))]
+    if "cooperativeMatrix" in on:
+        structs.append(vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(cooperativeMatrix=1))
+    for first, second in zip(structs, structs[1:]):
+        first.pNext = vk.ffi.addressof(second)
+    core = vk.VkPhysicalDeviceFeatures(**pick("core"))
+    return vk.VkPhysicalDeviceFeatures2(pNext=structs[0], features=core), structs
+
+
+class VkDevice:
+    """A logical device with one compute queue; wgpu-shaped (see the module docstring)."""
+
+    transport = "vulkan"
+
+    def __init__(self, adapter: VkAdapter, limits: dict[str, int], label: str = ""):
+        vk = binding()
+        self.adapter, self.raw, self.limits, self.label = adapter, adapter.raw, limits, label
+        self.finalizers: list = []
+        """Finalizers of the device's buffers, images and descriptor pools (``vk_memory.owned_by``)."""
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(adapter.physical)
+        self.family = next(i for i, q in enumerate(families) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
+        chain, keep = _enable_chain(vk, self.raw)
+        extensions = ["VK_KHR_cooperative_matrix"] if self.raw.features.get("cooperativeMatrix") else []
+        create = vk.VkDeviceCreateInfo(
+            pNext=chain, ppEnabledExtensionNames=extensions,
+            pQueueCreateInfos=[vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1,
+                                                          pQueuePriorities=[1.0])])
+        self.handle = vk_call(RawVulkanError, f"vkCreateDevice on {self.raw.name}", vk.vkCreateDevice,
+                              adapter.physical, create, None)
+        del keep
+        self.memory = vk.vkGetPhysicalDeviceMemoryProperties(adapter.physical)
+        self.queue = Queue(self)
+        self.sampler = vk.vkCreateSampler(self.handle, vk.VkSamplerCreateInfo(
+            magFilter=vk.VK_FILTER_NEAREST, minFilter=vk.VK_FILTER_NEAREST,
+            mipmapMode=vk.VK_SAMPLER_MIPMAP_MODE_NEAREST, addressModeU=vk.VK_SAMPLER_ADDRESS_MODE_REPEAT,
+            addressModeV=vk.VK_SAMPLER_ADDRESS_MODE_REPEAT, addressModeW=vk.VK_SAMPLER_ADDRESS_MODE_REPEAT,
+            maxAnisotropy=1.0, maxLod=vk.VK_LOD_CLAMP_NONE,
+            borderColor=vk.VK_BORDER_COLOR_FLOAT_TRANSPARENT_BLACK), None)
+        """ET-VK's image sampler (``vTensorStorage``'s ``sampler_props``: nearest, repeat, transparent black)."""
+        self._direct = self._direct_memory_type()
+        weakref.finalize(self, _destroy_device, self.handle, self.queue.release_handles(), self.sampler,
+                         self.finalizers)
+
+    def memory_type(self, bits: int, flags: int) -> int:
+        for index in range(self.memory.memoryTypeCount):
+            if bits & (1 << index) and (self.memory.memoryTypes[index].propertyFlags & flags) == flags:
+                return index
+        raise DeviceLimitError(f"{self.raw.name}: no memory type with flags {flags:#x} among {bits:#x}")
+
+    def _direct_memory_type(self) -> int | None:
+        """A device-local, host-visible, coherent type on a heap as large as the largest device-local one (a CPU
+        device, unified memory, resizable BAR): buffers there are mapped, not staged."""
+        vk = binding()
+        want = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+                | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+        heaps = [self.memory.memoryHeaps[i] for i in range(self.memory.memoryHeapCount)]
+        largest = max((h.size for h in heaps if h.flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT), default=0)
+        for index in range(self.memory.memoryTypeCount):
+            kind = self.memory.memoryTypes[index]
+            if (kind.propertyFlags & want) == want and heaps[kind.heapIndex].size >= largest:
+                return index
+        return None
+
+    def create_buffer(self, *, size: int, usage: int = 0, label: str = "") -> "Buffer":
+        """A buffer; with wgpu's ``MAP_READ`` usage bit (1) one in host-visible memory, for ``read_mapped``."""
+        return Buffer(self, int(size), label, host=bool(int(usage) & 1))
+
+    def create_buffer_with_data(self, *, data: Any, usage: int = 0, label: str = "") -> "Buffer":
+        raw = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+        buffer = Buffer(self, raw.size, label)
+        self.queue.write_buffer(buffer, 0, raw)
+        return buffer
+
+    def create_texture(self, *, size: Sequence[int], dimension: str = "2d", format: str, usage: int = 0,
+                       label: str = "") -> "Image":
+        return Image(self, tuple(int(s) for s in size), dimension, format, label)
+
+    def create_command_encoder(self, label: str = "") -> Any:
+        return Encoder(self, label)
+
+    def create_bind_group(self, *, layout: Any, entries: Sequence[dict]) -> Any:
+        return BindGroup(self, layout, entries)
+
+    def create_pipeline(self, spv: bytes, spec_constants: dict, local_size: tuple[int, int, int], label: str) -> Any:
+        return create_pipeline(self, spv, spec_constants, local_size, label)
+
+
+def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers: list) -> None:
+    vk = binding()
+    try:
+        vk.vkDeviceWaitIdle(handle)
+        for finalizer in finalizers:
+            finalizer()
+        pool, fence = queue_handles
+        vk.vkDestroyFence(handle, fence, None)
+        vk.vkDestroyCommandPool(handle, pool, None)
+        vk.vkDestroySampler(handle, sampler, None)
+        vk.vkDestroyDevice(handle, None)
+    except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
+        pass
