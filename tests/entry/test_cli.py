@@ -31,7 +31,7 @@ def _tree(tmp_path: Path, shader: str = "vk_broken.glsl") -> Path:
 RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src PATH]
                   [--repeat N] [--timeout SECONDS] [--sample N] [--seed INT]
                   [--route PROFILE] [--limits-profile NAME]
-                  [--transport {wgpu,vulkan}] [--allow-empty]
+                  [--transport {wgpu,vulkan}] [--validate] [--allow-empty]
                   [--results FILE.jsonl] [--list]
                   [--suite {all,kernels,models,upstream}] [-r DIR]
                   [--save-artifacts DIR | --from-artifacts DIR]

@@ -102,6 +102,10 @@ class OutOfBoundsError(DeviceError):
     out-of-bounds access (→ ``FAIL_OOB``, naming the tensor and the dispatches that bind it)."""
 
 
+class SyncHazardError(DeviceError):
+    """Two dispatches touch one memory and no barrier orders them (→ ``FAIL_SYNC``, naming both, and the memory)."""
+
+
 class DeviceLostError(DeviceError):
     """The device was lost (driver reset, ``destroy``, a fault): ``ERROR (device lost)``; the next case gets a
     fresh device."""

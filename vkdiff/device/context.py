@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 from vkdiff.device.adapters import DeviceInfo, create_device
 from vkdiff.device.build import BuiltShader, ShaderBuilder
 from vkdiff.device.dispatch import Pipeline, PipelineCache
+
+
+VALIDATE_ENV = "VKDIFF_VALIDATE"
+"""Set (by ``--validate``) to check every graph's command stream for hazards (``vkdiff.device.hazards``); child
+processes and xdist workers inherit it."""
+
+
+def validation_enabled() -> bool:
+    return os.environ.get(VALIDATE_ENV, "") not in ("", "0", "false")
 
 
 class VariantMissingError(LookupError):
@@ -30,6 +40,8 @@ class DeviceContext:
         self.info_dict = info.to_dict()
         """``info`` as results record it (built once per device)."""
         self.pipelines = PipelineCache(self.device)
+        self.validate = validation_enabled()
+        """Check each graph's recorded stream, with the tree's own barriers, for unordered accesses (``FAIL_SYNC``)."""
         self._variants = builder.variants()
         self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}
 

@@ -38,6 +38,8 @@ class Tensor:
     """The ``TensorSpec`` the storage was sized for (the serialized, maximal sizes)."""
     guard: int = 0
     """Byte offset of the canary guard band after a graph-allocated buffer's storage (0: none)."""
+    memory: int = -1
+    """The serialized ``mem_obj_id``: tensors with one id share one ``SharedObject`` in ET-VK (-1: its own)."""
 
 
 def _byte_view(data: bytes | np.ndarray) -> np.ndarray:

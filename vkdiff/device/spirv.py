@@ -116,7 +116,7 @@ class Binding:
     sample_type: str = ""
     """"float", "sint" or "uint" for sampled textures."""
     access: str = ""
-    """"read-only", "write-only" or "read-write" for storage textures."""
+    """"read-only", "write-only" or "read-write" for storage textures and storage buffers."""
     element: str = ""
     """Scalar type of a storage buffer's array elements (``float32``, ``int32``, ``uint8``…), "" if not an array."""
     combined: bool = False
@@ -171,6 +171,8 @@ class _Module:
         self.types: dict[int, tuple[int, np.ndarray]] = {}
         self.decorations: dict[int, dict[int, list[int]]] = {}
         self.member_offsets: dict[int, dict[int, int]] = {}
+        self.member_flags: dict[int, dict[int, set[int]]] = {}
+        """Struct → member → its NonWritable / NonReadable decorations."""
         self.names: dict[int, str] = {}
         self.variables: list[tuple[int, int, int]] = []
         self.constants: dict[int, int] = {}
@@ -185,6 +187,8 @@ class _Module:
                     self.spec_ids.append(int(ops[2]))
             elif op == OP_MEMBER_DECORATE and int(ops[2]) == DEC_OFFSET:
                 self.member_offsets.setdefault(int(ops[0]), {})[int(ops[1])] = int(ops[3])
+            elif op == OP_MEMBER_DECORATE and int(ops[2]) in (DEC_NON_WRITABLE, DEC_NON_READABLE):
+                self.member_flags.setdefault(int(ops[0]), {}).setdefault(int(ops[1]), set()).add(int(ops[2]))
             elif op == OP_NAME:
                 self.names[int(ops[0])] = _string(ops[1:])
             elif op == OP_VARIABLE:
@@ -266,6 +270,20 @@ def _image_binding(module: _Module, var: int, image_type: int, sampled_wrapper: 
     return Binding(kind="storage-texture", dim=dim, format=fmt, access=access, **where)
 
 
+def _buffer_access(module: _Module, var: int, block: int) -> str:
+    """``read-only`` / ``write-only`` / ``read-write`` of a storage buffer, from ``NonWritable`` / ``NonReadable`` on
+    the variable or on every member of its block (glslang's ``readonly`` / ``writeonly``)."""
+    _, ops = module.types[block]
+    members = range(len(ops) - 1)
+    flags = module.member_flags.get(block, {})
+    own = set(module.decorations.get(var, {}))
+    if DEC_NON_WRITABLE in own or (members and all(DEC_NON_WRITABLE in flags.get(m, ()) for m in members)):
+        return "read-only"
+    if DEC_NON_READABLE in own or (members and all(DEC_NON_READABLE in flags.get(m, ()) for m in members)):
+        return "write-only"
+    return "read-write"
+
+
 CAPABILITY_NAMES = {9: "Float16", 10: "Float64", 11: "Int64", 22: "Int16", 39: "Int8", 49: "StorageImageExtendedFormats",
                     55: "StorageImageReadWithoutFormat", 56: "StorageImageWriteWithoutFormat",
                     61: "GroupNonUniform", 62: "GroupNonUniformVote", 63: "GroupNonUniformArithmetic",
@@ -318,7 +336,8 @@ def reflect(spv: bytes) -> Reflection:
                      name=module.names.get(var, "") or module.names.get(pointee, ""))
         op, ops = module.types[pointee]
         if storage == SC_STORAGE_BUFFER or (storage == SC_UNIFORM and 3 in module.decorations.get(pointee, {})):
-            bindings.append(Binding(kind="storage-buffer", element=_buffer_element(module, pointee), **where))
+            bindings.append(Binding(kind="storage-buffer", element=_buffer_element(module, pointee),
+                                    access=_buffer_access(module, var, pointee), **where))
         elif storage == SC_UNIFORM:
             bindings.append(Binding(kind="uniform-buffer", **where))
         elif op == OP_TYPE_SAMPLED_IMAGE:

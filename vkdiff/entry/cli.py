@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    apply_transport(getattr(args, "transport", None) if args.command != "devices" else None)
+    apply_transport(getattr(args, "transport", None) if args.command != "devices" else None,
+                    getattr(args, "validate", None))
     try:
         if args.command == "check":
             from vkdiff.entry.check_cli import cmd_check

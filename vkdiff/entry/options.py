@@ -101,6 +101,9 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}transport", choices=("wgpu", "vulkan"), default=None,
               help="How devices are reached: wgpu (default; naga re-translates every module) or vulkan (raw Vulkan: "
                    "the SPIR-V as glslc built it, spec constants through VkSpecializationInfo; env VKDIFF_TRANSPORT)")
+    addoption(f"--{prefix}validate", action="store_true", default=None,
+              help="Check each graph's command stream, with the tree's own barriers (vTensorStorage::transition), for "
+                   "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory (env VKDIFF_VALIDATE)")
     addoption(f"--{prefix}allow-empty", action="store_true", default=False,
               help="Succeed even when, with an adapter and a tree, no kernel case ran (all NOT_RUN/NOT_SUPPORTED)")
 
@@ -147,9 +150,13 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
     parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
 
 
-def apply_transport(chosen: str | None) -> None:
-    """``--transport`` into ``$VKDIFF_TRANSPORT``, which child processes and xdist workers inherit."""
+def apply_transport(chosen: str | None, validate: bool | None = None) -> None:
+    """``--transport`` and ``--validate`` into ``$VKDIFF_TRANSPORT`` and ``$VKDIFF_VALIDATE``, which child processes
+    and xdist workers inherit."""
     from vkdiff.device.adapters import TRANSPORT_ENV
+    from vkdiff.device.context import VALIDATE_ENV
 
     if chosen:
         os.environ[TRANSPORT_ENV] = chosen
+    if validate:
+        os.environ[VALIDATE_ENV] = "1"

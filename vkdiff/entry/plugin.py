@@ -71,7 +71,7 @@ def pytest_configure(config) -> None:
         config.pluginmanager.register(XdistHooks(), "vkdiff-xdist")
     if not _enabled(config):
         return
-    apply_transport(config.option.vkdiff_transport)
+    apply_transport(config.option.vkdiff_transport, config.option.vkdiff_validate)
     session = VkdiffSession.from_config(config)
     config.stash[SESSION_KEY] = session
     for slug in session.device_slugs() + ["cpu", "none"]:

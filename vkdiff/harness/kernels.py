@@ -272,6 +272,7 @@ def run_case(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, rep
     except Exception as exc:  # every failure becomes a status; the run goes on
         status, reason = status_of_exception(exc)
         result.status, result.reason = status.name, reason
+        result.shader = result.shader or getattr(exc, "shader", "") or ""
         if status is Status.ERROR:
             result.traceback = "".join(traceback.format_exception(exc))
         if is_device_lost(exc):

@@ -6,7 +6,8 @@ import traceback
 
 from vkdiff.datamodel import Status
 from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, EtVkRefusal,
-                                    OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError, is_device_lost)
+                                    OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError, SyncHazardError,
+                                    is_device_lost)
 from vkdiff.device.build import BuildError
 from vkdiff.device.context import VariantMissingError
 from vkdiff.device.graph.delegate import MissingLaunchersError
@@ -27,6 +28,7 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (DtypeMismatchError, Status.DTYPE_MISMATCH),
     (EtVkRefusal, Status.FAIL_CHECK),
     (OutOfBoundsError, Status.FAIL_OOB),
+    (SyncHazardError, Status.FAIL_SYNC),
     (DispatchError, Status.ERROR),
 )
 """First match wins: ``NOT_SUPPORTED`` only where the device (or naga) names what it lacks."""

@@ -25,17 +25,20 @@ and neither built nor run, as no invocation would execute.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Sequence, TypeVar, Union
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import numpy as np
 
 from vkdiff.device import layouts, resources
+from vkdiff.device.barriers import port_for
 from vkdiff.device.boundary import DtypeMismatchError, EtVkRefusal, OutOfBoundsError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
+from vkdiff.device.graph.sync import SyncRecorder
 from vkdiff.device.graph.vtensor import INT8X4, Layout, TensorSpec
 from vkdiff.device.resources import Storage, Tensor
 from vkdiff.datamodel.arithmetic import Arithmetic
@@ -114,6 +117,9 @@ class ExecuteNode:
     resources: Sequence[Any] = ()
     spec: Mapping[int, int | float | bool] = dataclasses.field(default_factory=dict)
     immediates: Sequence[PushConstant] = ()
+    probe: bool = False
+    """vkdiff's own readback of an intermediate (node by node): not in ET-VK's command stream, so no barrier of it
+    enters the hazard check."""
     picked: tuple[str, tuple[int, int, int], tuple[int, int, int]] | None = None
     """Shader, global and local size as last picked."""
 
@@ -199,6 +205,9 @@ class ComputeGraph:
         """Every buffer the graph allocated, each with a canary guard band checked after each execute."""
         self._bound: list[tuple[DispatchRecord, tuple]] = []
         """The build's and the latest execute's dispatches with what they bound (to name a guard band's writer)."""
+        self._probing = False
+        self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if ctx.validate else None
+        """With ``--validate``: ET-VK's barriers for every dispatch, and the latest execute's stream (``hazards``)."""
 
     @property
     def executing(self) -> bool:
@@ -206,6 +215,15 @@ class ComputeGraph:
         return self._executing
 
     # -- values --------------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def probing(self, on: bool = True) -> Iterator[None]:
+        """Nodes added inside are vkdiff's readbacks (``ExecuteNode.probe``)."""
+        was, self._probing = self._probing, on
+        try:
+            yield
+        finally:
+            self._probing = was
 
     def add_tensor(self, sizes: Sequence[int], dtype: str, storage: Storage, layout: Layout = "width",
                    label: str = "tensor") -> Tensor:
@@ -343,7 +361,8 @@ class ComputeGraph:
         parts = [immediates] if isinstance(immediates, (bytes, bytearray)) else list(immediates)
         args = tuple(r for r in resources if isinstance(r, Tensor)) + tuple(resize_args)
         node = ExecuteNode(node=self.node, args=args, resize=resize, shader=shader, global_wg=global_wg,
-                           local_wg=local_wg, resources=tuple(resources), spec=dict(spec or {}), immediates=parts)
+                           local_wg=local_wg, resources=tuple(resources), spec=dict(spec or {}), immediates=parts,
+                           probe=self._probing)
         node.pick()
         if prepack or self._executing:
             self._encode(node, prepack=prepack)
@@ -375,6 +394,8 @@ class ComputeGraph:
         self.executions += 1
         self.dispatches = [d for d in self.dispatches if d.execution == 0]
         self._bound = [(d, bound) for d, bound in self._bound if d.execution == 0]
+        if self.sync is not None:
+            self.sync.begin_submission()
         self._executing = True
         self._batch = Batch(self.device) if not hasattr(self.device, "record_dispatch") else None
         try:
@@ -392,6 +413,8 @@ class ComputeGraph:
                 self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
             self._flush()
             self.check_guards()
+            if self.sync is not None:
+                self.sync.check()
         finally:
             self._executing = False
             self._batch = None
@@ -451,6 +474,8 @@ class ComputeGraph:
                     self.clamped.add(shader)
                 if self._batch is not None:
                     self._batch.node = node.node
+                if self.sync is not None and not node.probe:
+                    self.sync.record(pipeline.reflection, node.resources, shader, node.node)
                 dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader,
                                   batch=self._batch)
             except DtypeMismatchError as exc:

@@ -148,6 +148,7 @@ def build_values(graph: ComputeGraph, delegate: Delegate) -> dict[int, Any]:
         else:
             storage, layout = _tensor_placement(info)
             values[vid] = graph.add_tensor(info.dims, info.dtype, storage, layout, label=f"%{vid}")
+            values[vid].memory = info.mem_obj_id
     for vid, value in enumerate(delegate.values):
         if value.get("kind") == "SymInt":
             values[vid] = SymInt(int(delegate.value(vid) or 0))
@@ -177,15 +178,17 @@ class DelegateGraph:
         self.stagings = {vid: add_input_staging(graph, self.values[vid]) for vid in tensor_inputs}
         self.readbacks: dict[int, Readback] = {}
         if probe:
-            self.readbacks.update({vid: read_nchw(graph, self.values[vid]) for vid in tensor_inputs})
+            with graph.probing():
+                self.readbacks.update({vid: read_nchw(graph, self.values[vid]) for vid in tensor_inputs})
         self.nodes: list[_BuiltNode] = []
         for operation in delegate.ops:
             built = self._add_op(operation, launcher_for(operation.name, tree), tamper)
             self.nodes.append(built)
             wanted = probe or any(vid in delegate.output_ids for vid in built.call.outputs)
             if wanted:
-                self.readbacks.update({vid: read_nchw(graph, self.values[vid]) for vid in built.call.outputs
-                                       if isinstance(self.values.get(vid), Tensor)})
+                with graph.probing(probe):
+                    self.readbacks.update({vid: read_nchw(graph, self.values[vid]) for vid in built.call.outputs
+                                           if isinstance(self.values.get(vid), Tensor)})
         for vid in delegate.output_ids:
             if vid not in self.readbacks:
                 self.readbacks[vid] = read_nchw(graph, self.values[vid])
@@ -206,11 +209,13 @@ class DelegateGraph:
             graph.node = None  # probes, like the output probes, are not the node's work
             mutated = [vid for arg in call.schema.arguments if arg.mutable
                        for vid in [call.args.get(arg.name)] if vid in graph.states]
-            before = _probe_states(graph, mutated, first, known_states)
+            with graph.probing():
+                before = _probe_states(graph, mutated, first, known_states)
             if tamper is not None:
                 tensors = {vid: self.values[vid] for vid in call.outputs if isinstance(self.values[vid], Tensor)}
                 graph.host_node(run=lambda: tamper(index, graph, tensors))
-            after = {vid: read_nchw(graph, graph.states[vid]) for vid in mutated}
+            with graph.probing():
+                after = {vid: read_nchw(graph, graph.states[vid]) for vid in mutated}
         except Exception as exc:
             exc.node_index, exc.node_op = index, call.op.name
             raise
