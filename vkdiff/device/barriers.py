@@ -100,6 +100,8 @@ class ResourceBarrier:
     dst_access: int
     old_layout: str = ""
     new_layout: str = ""
+    handle: object = None
+    """The tensor's buffer or image (what a recorded barrier names)."""
 
 
 @dataclasses.dataclass
@@ -121,6 +123,7 @@ class TensorState:
     memory: object
     label: str
     image: bool
+    handle: object = None
     stage: int = NONE
     access: int = 0
     layout: str = UNDEFINED
@@ -148,7 +151,7 @@ def transition(port: BarrierPort, state: TensorState, barrier: PipelineBarrier, 
         barrier.src |= src_stage
         barrier.dst |= dst_stage
         barrier.resources.append(ResourceBarrier(state.memory, state.label, src_access, dst_access,
-                                                 state.layout if state.image else "", new_layout))
+                                                 state.layout if state.image else "", new_layout, state.handle))
         if state.image:
             state.layout = new_layout
     state.stage, state.access = cur_stage, cur_access

@@ -293,8 +293,10 @@ class Batch:
     the dispatch (and the node that added it) as an unbatched run would.
     """
 
-    def __init__(self, device: Any):
+    def __init__(self, device: Any, exact: bool = False):
         self.device = device
+        self.exact = exact
+        """Raw Vulkan only: no barrier between the recorded commands but those added (ET-VK's)."""
         self.pending: list[tuple[str, Any, Any]] = []
         self.node: Any = None
         """The node whose dispatches are being added (named by an error of the submission)."""
@@ -310,6 +312,8 @@ class Batch:
 
         def submit_all() -> None:
             encoder = self.device.create_command_encoder(label="batch")
+            if self.exact:
+                encoder.exact = True
             for _, record, _ in pending:
                 record(encoder)
             self.device.queue.submit([encoder.finish()])

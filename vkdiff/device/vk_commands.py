@@ -20,7 +20,8 @@ import numpy as np
 from vkdiff.device import spirv, watchdog
 from vkdiff.device.boundary import DispatchError, ShaderLoadError, ShaderUnsupportedError
 from vkdiff.device.raw_vulkan import SUBGROUP_OPERATIONS, binding
-from vkdiff.device.vk_memory import TEXEL_BYTES, WAIT_NS, Buffer, Image, owned_by, subresource_range, vk_call
+from vkdiff.device.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
+                                     vk_call)
 
 VkDevice = Any
 """``vk_device.VkDevice`` (which imports this module)."""
@@ -234,6 +235,8 @@ class Encoder:
     def __init__(self, device: VkDevice, label: str = ""):
         self.device, self.label = device, label
         self.ops: list[Record] = []
+        self.exact = False
+        """Record only the barriers given (``pipeline_barrier``), none between commands."""
 
     def begin_compute_pass(self, **_: Any) -> ComputePass:
         return ComputePass(self)
@@ -273,8 +276,42 @@ class Encoder:
 
         self.ops.append(record)
 
-    def finish(self) -> list[Record]:
-        return list(self.ops)
+    def pipeline_barrier(self, barrier: Any) -> None:
+        """A ``vkapi::PipelineBarrier`` (``vkdiff.device.barriers``) as ``CommandBuffer::insert_barrier`` records it:
+        its stage masks, one buffer barrier (whole buffer) or image barrier per resource. Images stay in
+        ``GENERAL`` (vkdiff keeps every image there), so only access masks and stages differ from ET-VK's."""
+        def record(cb: Any) -> None:
+            vk = binding()
+            buffers, images = [], []
+            for r in barrier.resources:
+                handle = r.handle
+                if isinstance(handle, Buffer):
+                    buffers.append(vk.VkBufferMemoryBarrier(
+                        srcAccessMask=r.src_access, dstAccessMask=r.dst_access,
+                        srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED, dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                        buffer=handle.handle, offset=0, size=WHOLE_SIZE))
+                elif isinstance(handle, Image):
+                    images.append(vk.VkImageMemoryBarrier(
+                        srcAccessMask=r.src_access, dstAccessMask=r.dst_access, oldLayout=vk.VK_IMAGE_LAYOUT_GENERAL,
+                        newLayout=vk.VK_IMAGE_LAYOUT_GENERAL, srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                        dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED, image=handle.handle,
+                        subresourceRange=subresource_range(vk)))
+            vk.vkCmdPipelineBarrier(cb, barrier.src or vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                    barrier.dst or vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 0, 0, None,
+                                    len(buffers), buffers or None, len(images), images or None)
+
+        self.ops.append(record)
+
+    def finish(self) -> "CommandList":
+        return CommandList(self.ops, exact=self.exact)
+
+
+class CommandList(list):
+    """A finished encoder's commands; ``exact``: submitted without barriers between them."""
+
+    def __init__(self, ops: Sequence[Record], exact: bool = False):
+        super().__init__(ops)
+        self.exact = exact
 
 
 def image_layers(vk: Any) -> Any:
@@ -344,7 +381,8 @@ class Queue:
         vk.vkResetFences(dev, 1, [self.fence])
 
     def submit(self, command_lists: Sequence[list[Record]]) -> None:
-        self.run([op for ops in command_lists for op in ops], "submission")
+        exact = bool(command_lists) and all(getattr(ops, "exact", False) for ops in command_lists)
+        self.run([op for ops in command_lists for op in ops], "submission", barriers=not exact)
 
     def write_buffer(self, buffer: Buffer, buffer_offset: int, data: Any, data_offset: int = 0,
                      size: int | None = None) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from vkdiff.entry.options import add_run_options, apply_transport
+from vkdiff.entry.options import add_run_options, apply_device_options
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
                                    explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
                                    summarize, write_report)
@@ -87,8 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    apply_transport(getattr(args, "transport", None) if args.command != "devices" else None,
-                    getattr(args, "validate", None))
+    apply_device_options(getattr(args, "transport", None) if args.command != "devices" else None,
+                         getattr(args, "validate", None), getattr(args, "mode", None), getattr(args, "replays", 0))
     try:
         if args.command == "check":
             from vkdiff.entry.check_cli import cmd_check

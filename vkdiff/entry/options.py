@@ -18,6 +18,14 @@ def parse_regex(text: str) -> str:
     return text
 
 
+def parse_replays(text: str) -> int:
+    """Validate ``--replays``: a positive integer."""
+    try:
+        return parse_repeat(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"--replays must be a positive integer, got {text!r}") from None
+
+
 def parse_repeat(text: str) -> int:
     """Validate ``--repeat``: a positive integer."""
     try:
@@ -104,6 +112,12 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}validate", action="store_true", default=None,
               help="Check each graph's command stream, with the tree's own barriers (vTensorStorage::transition), for "
                    "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory (env VKDIFF_VALIDATE)")
+    addoption(f"--{prefix}mode", choices=("nodes", "graph"), default="nodes",
+              help="Model cases: nodes (each node's outputs read back and judged: the locator) or graph (also each "
+                   "delegate whole, as ET-VK records it, --replays times: outputs that differ between replays or "
+                   "from the node-by-node run are NONDETERMINISTIC, with where)")
+    addoption(f"--{prefix}replays", metavar="N", type=parse_replays, default=50,
+              help="Whole-graph replays of --mode graph (default 50)")
     addoption(f"--{prefix}allow-empty", action="store_true", default=False,
               help="Succeed even when, with an adapter and a tree, no kernel case ran (all NOT_RUN/NOT_SUPPORTED)")
 
@@ -150,13 +164,17 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
     parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
 
 
-def apply_transport(chosen: str | None, validate: bool | None = None) -> None:
-    """``--transport`` and ``--validate`` into ``$VKDIFF_TRANSPORT`` and ``$VKDIFF_VALIDATE``, which child processes
-    and xdist workers inherit."""
+def apply_device_options(chosen: str | None, validate: bool | None = None, mode: str | None = None,
+                         replays: int = 0) -> None:
+    """``--transport``, ``--validate`` and ``--mode graph --replays N`` into ``$VKDIFF_TRANSPORT``,
+    ``$VKDIFF_VALIDATE`` and ``$VKDIFF_REPLAYS``, which child processes and xdist workers inherit."""
     from vkdiff.device.adapters import TRANSPORT_ENV
     from vkdiff.device.context import VALIDATE_ENV
+    from vkdiff.harness.device_models import REPLAYS_ENV
 
     if chosen:
         os.environ[TRANSPORT_ENV] = chosen
     if validate:
         os.environ[VALIDATE_ENV] = "1"
+    if mode == "graph":
+        os.environ[REPLAYS_ENV] = str(replays)

@@ -14,6 +14,7 @@ Catalogue model cases get here through their lowering (``prepare_model``); a use
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,8 @@ def run_prepared(ctx, *, model: PreparedProgram | tuple[Status, str], ident: dic
             status, fields = judge(model, ctx, route, tree, tampers, keep=first)
             if repeat > 1:
                 status, fields = _repeat(model, ctx, route, tree, tampers, repeat, first, status, fields)
+            if graph_replays() and status is not Status.NONDETERMINISTIC:
+                status, fields = _replay_graphs(model, ctx, route, tree, graph_replays(), first, status, fields)
     except Exception as exc:  # a harness bug must not abort the run
         status, fields = _failed(exc)
     fields.setdefault("metrics", {})["route"] = route.to_dict()
@@ -227,6 +230,68 @@ def _repeat(model: PreparedProgram, ctx, route, tree, tampers, repeat: int, firs
                      **({"step": step} if model.generation else {})}
             return Status.NONDETERMINISTIC, {**fields, "reason": reason, "node": where, "shader": node.shader}
     return status, fields
+
+
+REPLAYS_ENV = "VKDIFF_REPLAYS"
+"""Set by ``--mode graph --replays N``: each model case's delegates also run N times whole (no probe between
+nodes); child processes and xdist workers inherit it."""
+
+
+def graph_replays() -> int:
+    return int(os.environ.get(REPLAYS_ENV) or 0)
+
+
+def difference_map(a: np.ndarray, b: np.ndarray, limit: int = 8) -> dict[str, Any]:
+    """Where two outputs differ: how many elements, the first coordinates, and their bounding box (which tiles)."""
+    a, b = np.asarray(a), np.asarray(b)
+    bits = a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1)
+    where = np.argwhere(bits.any(axis=1).reshape(a.shape))
+    return {"differing": int(len(where)), "total": int(a.size), "first": where[:limit].tolist(),
+            "box": [where.min(axis=0).tolist(), where.max(axis=0).tolist()] if len(where) else []}
+
+
+def _replay_graphs(model: PreparedProgram, ctx, route, tree, replays: int, first: list, status: Status,
+                   fields: dict[str, Any]) -> tuple[Status, dict[str, Any]]:
+    """Every call's delegates built once more without probes and with ET-VK's own barriers (raw Vulkan; through wgpu,
+    wgpu's) and executed ``replays`` times: a delegate output that differs between replays, or from the node-by-node
+    run, is ``NONDETERMINISTIC`` with a map of where; a stream no barrier orders is ``FAIL_SYNC``; else the
+    node-by-node verdict stands (it compared the same bits with the references)."""
+    from vkdiff.executors.device import DeviceDelegates
+    from vkdiff.executors.program import FirstOf, ReferenceDelegates, run_method
+    from vkdiff.executors.torch_delegates import TorchDelegates
+
+    device = DeviceDelegates(ctx, route=route, tree=tree, probe=False, refuse=unrunnable(model), exact=True)
+    fallback = FirstOf(ReferenceDelegates(), TorchDelegates())
+    started, executed = time.perf_counter(), 0
+    for step, (xs, located) in enumerate(zip(model.steps, first)):
+        baseline = {d: run.outputs for d, run in located.items()}
+        for replay in range(1, replays + 1):
+            run = run_method(model.plan, xs, device, fallback=fallback)
+            executed += 1
+            for call in run.calls:
+                if call.skipped is not None or call.delegate not in baseline:
+                    continue
+                for index, (ours, theirs) in enumerate(zip(call.record.outputs, baseline[call.delegate])):
+                    found = difference_map(ours, theirs) if np.shape(ours) == np.shape(theirs) else None
+                    if found is None or found["differing"]:
+                        return _replay_differs(replay, replays, step, call.delegate, index, found, status, fields)
+    seconds = time.perf_counter() - started
+    fields.setdefault("metrics", {})["replays"] = {"count": replays, "identical": True, "seconds": round(seconds, 3),
+                                                   "per_second": round(executed / max(seconds, 1e-9), 1)}
+    return status, fields
+
+
+def _replay_differs(replay: int, replays: int, step: int, delegate: int, index: int, found: dict | None,
+                    status: Status, fields: dict[str, Any]) -> tuple[Status, dict[str, Any]]:
+    against = "the node-by-node run" if replay == 1 else "replay 1"
+    what = (f"{found['differing']} of {found['total']} elements, first at {found['first'][0]}, within "
+            f"{found['box'][0]}..{found['box'][1]}" if found else "its shape")
+    fields.setdefault("metrics", {})["replays"] = {"count": replays, "identical": False, "replay": replay,
+                                                   "step": step, "delegate": delegate, "output": index,
+                                                   "map": found, "first_run_status": status.name}
+    reason = (f"whole-graph replay {replay} of {replays} (no probes between nodes) differs bitwise from {against} "
+              f"at step {step}, delegate {delegate} output {index}: {what} (node by node alone: {status.name})")
+    return Status.NONDETERMINISTIC, {**fields, "reason": reason}
 
 
 def _failed(exc: Exception) -> tuple[Status, dict[str, Any]]:

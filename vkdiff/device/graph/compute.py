@@ -171,7 +171,7 @@ class Launch:
 class ComputeGraph:
     """Device tensors, SymInts, the prepack cache and the execute chain of one graph on one device."""
 
-    def __init__(self, ctx: DeviceContext, route: Route | None = None):
+    def __init__(self, ctx: DeviceContext, route: Route | None = None, exact: bool = False):
         self.ctx = ctx
         self._batch: Batch | None = None
         self.device = ctx.device
@@ -206,8 +206,12 @@ class ComputeGraph:
         self._bound: list[tuple[DispatchRecord, tuple]] = []
         """The build's and the latest execute's dispatches with what they bound (to name a guard band's writer)."""
         self._probing = False
-        self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if ctx.validate else None
-        """With ``--validate``: ET-VK's barriers for every dispatch, and the latest execute's stream (``hazards``)."""
+        self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if ctx.validate or exact else None
+        """With ``--validate`` (or ``exact``): ET-VK's barriers for every dispatch, and the latest execute's stream
+        (``hazards``)."""
+        self.exact = exact and getattr(self.device, "transport", "wgpu") == "vulkan"
+        """Record ET-VK's own barriers between dispatches instead of the transport's full ones (whole-graph mode on
+        raw Vulkan; wgpu always inserts its own)."""
 
     @property
     def executing(self) -> bool:
@@ -397,7 +401,7 @@ class ComputeGraph:
         if self.sync is not None:
             self.sync.begin_submission()
         self._executing = True
-        self._batch = Batch(self.device) if not hasattr(self.device, "record_dispatch") else None
+        self._batch = Batch(self.device, exact=self.exact) if not hasattr(self.device, "record_dispatch") else None
         try:
             for node in self.execute_nodes:
                 tick = time.perf_counter()
@@ -475,7 +479,9 @@ class ComputeGraph:
                 if self._batch is not None:
                     self._batch.node = node.node
                 if self.sync is not None and not node.probe:
-                    self.sync.record(pipeline.reflection, node.resources, shader, node.node)
+                    barrier = self.sync.record(pipeline.reflection, node.resources, shader, node.node)
+                    if self.exact and barrier and self._batch is not None:
+                        self._batch.add(f"barrier before {shader}", lambda encoder, b=barrier: encoder.pipeline_barrier(b))
                 dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader,
                                   batch=self._batch)
             except DtypeMismatchError as exc:

@@ -159,7 +159,7 @@ class DelegateGraph:
     """A delegate built on one device, executed as many times as asked (``VulkanBackend`` init + execute)."""
 
     def __init__(self, ctx: DeviceContext, delegate: Delegate, *, route: Route, tree: Path | None = None,
-                 probe: bool = True, tamper: Tamper | None = None):
+                 probe: bool = True, tamper: Tamper | None = None, exact: bool = False):
         """Build the graph (prepack nodes run now).
 
         Raises:
@@ -172,7 +172,7 @@ class DelegateGraph:
         start = time.perf_counter()
         self.delegate, self.route, self.tree = delegate, route, tree
         self.stale = stale_for(delegate, tree)
-        self.graph = graph = ComputeGraph(ctx, route)
+        self.graph = graph = ComputeGraph(ctx, route, exact=exact)
         self.values = build_values(graph, delegate)
         tensor_inputs = [vid for vid in delegate.input_ids if isinstance(self.values[vid], Tensor)]
         self.stagings = {vid: add_input_staging(graph, self.values[vid]) for vid in tensor_inputs}

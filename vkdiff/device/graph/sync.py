@@ -46,11 +46,13 @@ class SyncRecorder:
             label = f"{tensor.storage} {list(tensor.allocated.sizes)} {tensor.spec.dtype}" + (
                 f" mem_obj {tensor.memory}" if tensor.memory >= 0 else "")
             self.states[id(tensor)] = (tensor, TensorState(memory=memory_of(tensor), label=label,
-                                                           image=tensor.storage != "buffer"))
+                                                           image=tensor.storage != "buffer", handle=tensor.handle))
         return self.states[id(tensor)][1]
 
-    def record(self, reflection: spirv.Reflection, resources: Sequence[Any], shader: str, node: int | None) -> None:
-        """The dispatch's pipeline barrier (when it has one) and the dispatch, as ``DispatchNode::encode`` records them."""
+    def record(self, reflection: spirv.Reflection, resources: Sequence[Any], shader: str,
+               node: int | None) -> PipelineBarrier:
+        """The dispatch's pipeline barrier (returned; empty when it needs none) and the dispatch, as
+        ``DispatchNode::encode`` records them."""
         barrier, accesses = PipelineBarrier(), []
         for item in reflection.bindings:
             if item.group or item.binding >= len(resources):
@@ -66,6 +68,7 @@ class SyncRecorder:
         if barrier:
             self.stream.append(barrier)
         self.stream.append(Dispatch(shader, node, tuple(accesses)))
+        return barrier
 
     def check(self) -> None:
         """Raise ``SyncHazardError`` for the latest submission's first hazard (naming how many there are)."""

@@ -1,0 +1,112 @@
+"""The hazard check of ``--validate``: ET-VK's barriers (the port of ``vTensorStorage::transition``, both versions) over
+a recorded stream, and what no barrier orders."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from tests.testutils import first_adapter, requires_tree, requires_vulkan
+from vkdiff.device import barriers
+from vkdiff.device.barriers import (BEFORE_6EBAA05A27, COMPUTE, MAIN, READ, WRITE, PipelineBarrier, TensorState,
+                                    port_for, transition)
+from vkdiff.device.hazards import Access, Dispatch, find_hazards
+
+FIX = re.compile(r"if \(0u == src_stage\) \{\s*if \(cur_written\) \{.*?\} else \{\s*src_stage = "
+                 r"VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT;\s*\}\s*\}", re.S)
+"""6ebaa05a27's first-write branch in ``vTensorStorage::transition``."""
+BEFORE = "if (0u == src_stage) {\n      src_stage = VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT;\n    }"
+
+
+def record(port, steps, shared=("t1", "t2")):
+    """A stream as ``SyncRecorder`` records it: per dispatch, its transitions' barrier, then the dispatch."""
+    states = {}
+    stream = []
+    for label, accesses in steps:
+        barrier = PipelineBarrier()
+        for name, access in accesses:
+            state = states.setdefault(name, TensorState(memory="M" if name in shared else name, label=name,
+                                                        image=False))
+            transition(port, state, barrier, COMPUTE, access)
+        if barrier:
+            stream.append(barrier)
+        stream.append(Dispatch(label, None, tuple(Access(states[n].memory, n, i, bool(a & WRITE), bool(a & READ))
+                                                  for i, (n, a) in enumerate(accesses))))
+    return stream
+
+
+ALIASED = [("a", [("t1", WRITE), ("x", READ)]), ("b", [("y", WRITE), ("t1", READ)]), ("c", [("t2", WRITE), ("y", READ)])]
+"""t1 and t2 share one SharedObject; t2's first access is a write after t1 was written and read."""
+
+
+def test_a_first_write_through_an_aliased_handle_is_a_hazard_before_6ebaa05a27_and_not_since():
+    (hazard,) = find_hazards(record(BEFORE_6EBAA05A27, ALIASED))
+    assert hazard.kind == "WRITE_AFTER_WRITE" and hazard.first.label == "a" and hazard.second.label == "c"
+    assert "c (binding 0, t2) is not ordered after a (binding 0, t1)" in hazard.describe()
+    assert find_hazards(record(MAIN, ALIASED)) == []
+
+
+@pytest.mark.parametrize("dropped", [1, 2, 3])
+def test_removing_any_one_barrier_of_a_clean_stream_is_seen(dropped):
+    """write x → read x, write y → read y, write z → read z, write x: every barrier after the first dispatch's is
+    needed (the first one orders the first write after nothing)."""
+    steps = [("p", [("x", WRITE)]), ("q", [("x", READ), ("y", WRITE)]), ("r", [("y", READ), ("z", WRITE)]),
+             ("s", [("z", READ), ("x", WRITE)])]
+    stream = record(MAIN, steps)
+    assert find_hazards(stream) == []
+    positions = [i for i, item in enumerate(stream) if isinstance(item, PipelineBarrier)]
+    kept = [item for i, item in enumerate(stream) if i != positions[dropped]]
+    assert find_hazards(kept), f"dropping barrier {dropped} must leave an unordered pair"
+
+
+def test_a_write_after_a_read_needs_an_execution_dependency_only():
+    stream = [Dispatch("read", None, (Access("M", "t", 0, False, True),)),
+              PipelineBarrier(src=barriers.COMPUTE_SHADER, dst=barriers.COMPUTE_SHADER),
+              Dispatch("write", None, (Access("M", "t", 0, True, False),))]
+    assert find_hazards(stream) == []
+    assert [h.kind for h in find_hazards([stream[0], stream[2]])] == ["WRITE_AFTER_READ"]
+
+
+def test_a_read_after_a_write_needs_the_write_made_visible_not_only_ordered():
+    execution_only = PipelineBarrier(src=barriers.COMPUTE_SHADER, dst=barriers.COMPUTE_SHADER)
+    stream = [Dispatch("write", None, (Access("M", "t", 0, True, False),)), execution_only,
+              Dispatch("read", None, (Access("M", "t", 0, False, True),))]
+    assert [h.kind for h in find_hazards(stream)] == ["READ_AFTER_WRITE"]
+
+
+@requires_tree
+def test_the_port_follows_the_trees_own_transition(et_tree, tmp_path):
+    assert port_for(et_tree) == MAIN
+    copy = tmp_path / "et"
+    shutil.copytree(et_tree / "backends", copy / "backends")
+    cpp = copy / "backends" / "vulkan" / barriers.TENSOR_CPP
+    text, count = FIX.subn(BEFORE, cpp.read_text())
+    assert count == 1, "the pinned Tensor.cpp changed: update the fix this test takes out"
+    cpp.write_text(text)
+    assert port_for(copy) == barriers.BarrierPort(first_write_fix=False, war_widening=True)
+
+
+@requires_tree
+@requires_vulkan
+def test_a_q8ta_resnet_is_fail_sync_with_the_barriers_from_before_6ebaa05a27(et_tree, tmp_path, monkeypatch):
+    """The bug 6ebaa05a27 fixed (q8ta_conv2d nondeterministic in ResNet-50): a first write through a SharedObject
+    handle waited on nothing. With the pinned tree's barriers the same delegate is clean."""
+    from vkdiff.cases.catalog import all_model_cases
+    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.context import VALIDATE_ENV, DeviceContext
+    from vkdiff.harness.device_models import check_on_device
+
+    monkeypatch.setenv(VALIDATE_ENV, "1")
+    (case,) = all_model_cases(r"^resnet_q8\[")
+    copy = tmp_path / "et"
+    shutil.copytree(et_tree / "backends", copy / "backends")
+    cpp = copy / "backends" / "vulkan" / barriers.TENSOR_CPP
+    cpp.write_text(FIX.sub(BEFORE, cpp.read_text()))
+    clean = check_on_device(case, DeviceContext(*first_adapter(), ShaderBuilder(et_tree)), tree=et_tree)
+    assert clean.status == "PASS", clean.reason
+    racy = check_on_device(case, DeviceContext(*first_adapter(), ShaderBuilder(copy)), tree=copy)
+    assert racy.status == "FAIL_SYNC", racy.reason
+    assert re.search(r"WRITE_AFTER_WRITE: node \d+ \S+ \(binding 0, \S+ \[[\d, ]+\] float32 mem_obj \d+\) is not "
+                     r"ordered after ", racy.reason), racy.reason
