@@ -22,7 +22,8 @@ from typing import Any, Iterable
 from vkdiff.device.boundary import DeviceError
 
 FEATURES: dict[str, str] = {
-    "shaderInt16": "core", "shaderInt64": "core", "shaderFloat64": "core", "shaderStorageImageExtendedFormats": "core",
+    "robustBufferAccess": "core", "shaderInt16": "core", "shaderInt64": "core", "shaderFloat64": "core",
+    "shaderStorageImageExtendedFormats": "core",
     "shaderStorageImageReadWithoutFormat": "core", "shaderStorageImageWriteWithoutFormat": "core",
     "storageBuffer16BitAccess": "1.1", "uniformAndStorageBuffer16BitAccess": "1.1", "storagePushConstant16": "1.1",
     "storageBuffer8BitAccess": "1.2", "uniformAndStorageBuffer8BitAccess": "1.2", "storagePushConstant8": "1.2",
@@ -32,7 +33,9 @@ FEATURES: dict[str, str] = {
     "cooperativeMatrix": "VK_KHR_cooperative_matrix",
 }
 """Features ET-VK's shaders or device setup use, by the struct that holds them (core ``VkPhysicalDeviceFeatures``,
-``Vulkan11/12/13Features``, or the extension's own struct)."""
+``Vulkan11/12/13Features``, or the extension's own struct). ``robustBufferAccess`` is vkdiff's, not ET-VK's: on a
+CPU device (lavapipe) a shader's write past its buffer lands in vkdiff's own heap, so the raw transport turns it on
+where the device has it; the canary guard bands (inside every bound range) still see writes past a tensor."""
 
 LIMITS = ("maxImageDimension2D", "maxImageDimension3D", "maxStorageBufferRange", "maxPushConstantsSize",
           "maxComputeWorkGroupInvocations", "maxComputeSharedMemorySize", "maxComputeWorkGroupSize",
