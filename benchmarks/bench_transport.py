@@ -50,6 +50,7 @@ def replay(model, ctx, route, et_src: Path, replays: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from vkdiff.device.adapters import TRANSPORT_ENV, select
+    from vkdiff.device.boundary import DeviceError
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.device.routing import route_for
@@ -70,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
             ctx = DeviceContext(info, adapter, ShaderBuilder(args.et_src))
             route = route_for("native", info)
             for model in models:
-                found = replay(model, ctx, route, args.et_src, args.replays)
+                try:
+                    found = replay(model, ctx, route, args.et_src, args.replays)
+                except DeviceError as exc:
+                    print(f"{transport:6} {info.slug:12} {model.case_id:60} not run: {str(exc)[:120]}", flush=True)
+                    continue
                 print(f"{transport:6} {info.slug:12} {model.case_id:60} " + " ".join(f"{k}={v}" for k, v in found.items()),
                       flush=True)
             del ctx

@@ -230,7 +230,8 @@ def workgroup_count(global_size: Sequence[int], local_size: Sequence[int]) -> tu
 
 
 def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_size: Sequence[int],
-             immediates: bytes = b"", label: str = "kernel", batch: "Batch | None" = None) -> None:
+             immediates: bytes = b"", label: str = "kernel", batch: "Batch | None" = None,
+             bind_groups: dict | None = None) -> None:
     """Bind ``resources[i]`` to binding ``i``, push ``immediates`` and dispatch ``global_size`` invocations.
 
     With ``batch``, the dispatch is encoded into the batch's command buffer, submitted with the others at
@@ -239,6 +240,9 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     As in ET-VK, the launcher provides every descriptor slot of the op; slots the compiled
     shader does not declare (glslc drops unused ones, e.g. the bias of older trees) are
     left unbound.
+
+    ``bind_groups`` (a graph's): bind groups made earlier for this pipeline and these very resources, reused as
+    ET-VK reuses the descriptor sets of a recorded command buffer (the graph keeps its resources alive).
 
     Raises:
         DispatchError: wgpu rejected the bind group or the dispatch (wrong resources), or a
@@ -253,12 +257,17 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     groups = workgroup_count(global_size, pipeline.local_size)
     if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
         raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")
-    entries = [{"binding": b.binding, "resource": _resource(b, resources[b.binding], label)} for b in bindings]
     if hasattr(device, "record_dispatch"):
         device.record_dispatch(pipeline, [_layout_entry(b) for b in bindings],
                                [(b.binding, resources[b.binding]) for b in bindings], groups, immediates, label)
-    bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
-                          layout=pipeline.layout, entries=entries)
+    key = (id(pipeline), tuple(id(resources[b.binding]) for b in bindings))
+    bind_group = None if bind_groups is None else bind_groups.get(key)
+    if bind_group is None:
+        entries = [{"binding": b.binding, "resource": _resource(b, resources[b.binding], label)} for b in bindings]
+        bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
+                              layout=pipeline.layout, entries=entries)
+        if bind_groups is not None:
+            bind_groups[key] = bind_group
     size = pipeline.reflection.immediate_size
     if len(immediates) < size:
         raise DispatchError(f"{label}: shader reads {size} bytes of push constants, launcher gave {len(immediates)}")

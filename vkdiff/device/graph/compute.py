@@ -206,6 +206,8 @@ class ComputeGraph:
         self._bound: list[tuple[DispatchRecord, tuple]] = []
         """The build's and the latest execute's dispatches with what they bound (to name a guard band's writer)."""
         self._probing = False
+        self._bind_groups: dict = {}
+        """Bind groups by (pipeline, bound resources), reused at every execute (``dispatch``)."""
         self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if ctx.validate or exact else None
         """With ``--validate`` (or ``exact``): ET-VK's barriers for every dispatch, and the latest execute's stream
         (``hazards``)."""
@@ -483,7 +485,7 @@ class ComputeGraph:
                     if self.exact and barrier and self._batch is not None:
                         self._batch.add(f"barrier before {shader}", lambda encoder, b=barrier: encoder.pipeline_barrier(b))
                 dispatch_pipeline(self.device, pipeline, node.resources, global_wg, immediates, label=shader,
-                                  batch=self._batch)
+                                  batch=self._batch, bind_groups=None if prepack else self._bind_groups)
             except DtypeMismatchError as exc:
                 raise _named_binding(exc, self.ctx, shader) from None
             except Exception as exc:
