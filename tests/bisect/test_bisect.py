@@ -83,13 +83,18 @@ def test_bisect_of_an_unknown_case_is_one_line(capsys):
 
 
 def test_bisect_device_sets_apart_the_routing_profile_that_changes_the_result(et_tree, capsys):
-    """Without int8 dot products ET-VK takes dq8ca's weight-only fallback: only that route differs."""
+    """Without int8 dot products ET-VK takes dq8ca's weight-only fallback: only that route differs. The local
+    workgroup sweep (8 sizes at the native route and limits) shows choose_qparams_per_row's reduction breaking under
+    any size with more than one invocation along y, as ``vkdiff lint`` predicts for it."""
     from tests.testutils import first_adapter
 
     assert cli.main(["bisect", "device", "llama_proj[8da4w-vulkan]", "--et-src", str(et_tree),
                      "--device", first_adapter()[0].slug]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "llama_proj[8da4w-vulkan]: 15 configurations, 2 distinct results"
+    assert lines[0] == "llama_proj[8da4w-vulkan]: 23 configurations, 5 distinct results"
     assert lines[1] == "PASS: everywhere else (12 configurations)"
-    assert lines[2].startswith("FAIL_NUMERIC at node 1 (linear_q4gsw_tiled_")
-    assert lines[2].endswith(": only where route = no-dot-product (3 configurations)")
+    (route,) = [line for line in lines if line.startswith("FAIL_NUMERIC at node 1 (linear_q4gsw_tiled_")]
+    assert route.endswith(": only where route = no-dot-product (3 configurations)")
+    sized = [line for line in lines[2:] if "local_wg" in line]
+    assert len(sized) == 3, "the local-size sweep (native route and limits) sets apart the sizes a shader breaks under"
+    assert any(line.startswith("FAIL_NAN at node 0 (choose_qparams_per_row_") and "'8x8x1'" in line for line in sized)

@@ -10,11 +10,18 @@ from vkdiff.datamodel import Status
 from vkdiff.bisect.knob import Config
 
 LIMITS = "limits"
+LOCAL_WG = "local_wg"
 ROUTE = "route"
 SHAPE = "shape."
 FLAG = "flag."
 NATIVE_LIMITS = "native"
 """The ``limits`` value of a device created with its own limits."""
+
+
+def _local_wg_values() -> list[str]:
+    from vkdiff.device.workgroups import CHOICES, DEFAULT
+
+    return [DEFAULT, *CHOICES]
 
 
 def _limits_values() -> list[str]:
@@ -24,16 +31,21 @@ def _limits_values() -> list[str]:
 
 
 class KernelSpace:
-    """dtype, storage, memory layout, launcher options, input flags, every named size, and the limits profile of a
-    kernel case.
+    """dtype, storage, memory layout, launcher options, input flags, every named size, the limits profile and the local
+    workgroup size of a kernel case.
 
     Args:
         case (KernelCase): the failing case.
-        run (Callable[[KernelCase, str | None], Status]): its verdict on the device under a limits profile.
+        run (Callable[[KernelCase, str | None, str], Status]): its verdict on the device under a limits profile and a
+            local workgroup size (``default``: ET-VK's pick).
     """
 
-    def __init__(self, case: KernelCase, run: Callable[[KernelCase, str | None], Status], limits: str | None = None):
+    def __init__(self, case: KernelCase, run: Callable[[KernelCase, str | None, str], Status],
+                 limits: str | None = None, local_wg: str | None = None):
+        from vkdiff.device.workgroups import DEFAULT
+
         self.case, self.run, self.limits = case, run, limits or NATIVE_LIMITS
+        self.local_wg = local_wg or DEFAULT
         self.catalogue = [c for c in all_cases() if c.op == case.op and c.name == case.name]
 
     @staticmethod
@@ -45,12 +57,14 @@ class KernelSpace:
 
     def config(self) -> Config:
         flags = {f"{FLAG}{f}": False for c in self.catalogue for f in c.flags}
-        return {**flags, **self._of(self.case), LIMITS: self.limits}
+        return {**flags, **self._of(self.case), LIMITS: self.limits, LOCAL_WG: self.local_wg}
 
     def alternatives(self, knob: str) -> list[Any]:
         own = self.config()[knob]
         if knob == LIMITS:
             return [v for v in _limits_values() if v != own]
+        if knob == LOCAL_WG:
+            return [v for v in _local_wg_values() if v != own]
         seen = [self._of(c).get(knob, False if knob.startswith(FLAG) else None) for c in self.catalogue]
         return sorted({v for v in seen if v is not None and v != own}, key=repr)
 
@@ -63,18 +77,19 @@ class KernelSpace:
 
     def evaluate(self, config: Config) -> Status | None:
         limits = None if config[LIMITS] == NATIVE_LIMITS else config[LIMITS]
-        return self.run(self.case_for(config), limits)
+        return self.run(self.case_for(config), limits, config[LOCAL_WG])
 
 
 class ModelSpace:
     """The catalogue's variants of one model (recipe, dtype, storage... as knobs), the routing and limits profile."""
 
-    def __init__(self, case, run: Callable[[Any, str, str | None], Status], route: str = "native",
-                 limits: str | None = None):
+    def __init__(self, case, run: Callable[[Any, str, str | None, str], Status], route: str = "native",
+                 limits: str | None = None, local_wg: str | None = None):
         from vkdiff.cases.catalog import all_model_cases
+        from vkdiff.device.workgroups import DEFAULT
 
         self.case, self.run = case, run
-        self.route, self.limits = route, limits or NATIVE_LIMITS
+        self.route, self.limits, self.local_wg = route, limits or NATIVE_LIMITS, local_wg or DEFAULT
         self.catalogue = [c for c in all_model_cases(None) if c.name == case.name]
         self.names = sorted({k for c in self.catalogue for k in c.knobs})
 
@@ -82,7 +97,7 @@ class ModelSpace:
         return {k: case.knobs.get(k) for k in self.names}
 
     def config(self) -> Config:
-        return {**self._of(self.case), ROUTE: self.route, LIMITS: self.limits}
+        return {**self._of(self.case), ROUTE: self.route, LIMITS: self.limits, LOCAL_WG: self.local_wg}
 
     def alternatives(self, knob: str) -> list[Any]:
         from vkdiff.device.routing import profiles
@@ -92,6 +107,8 @@ class ModelSpace:
             return [r for r in profiles() if r != own]
         if knob == LIMITS:
             return [v for v in _limits_values() if v != own]
+        if knob == LOCAL_WG:
+            return [v for v in _local_wg_values() if v != own]
         return sorted({self._of(c)[knob] for c in self.catalogue} - {own}, key=repr)
 
     def evaluate(self, config: Config) -> Status | None:
@@ -100,4 +117,4 @@ class ModelSpace:
         if not found:
             return None
         limits = None if config[LIMITS] == NATIVE_LIMITS else config[LIMITS]
-        return self.run(found[0], config[ROUTE], limits)
+        return self.run(found[0], config[ROUTE], limits, config[LOCAL_WG])

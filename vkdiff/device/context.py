@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from vkdiff.device import workgroups
 from vkdiff.device.adapters import DeviceInfo, create_device
 from vkdiff.device.build import BuiltShader, ShaderBuilder
 from vkdiff.device.dispatch import Pipeline, PipelineCache
@@ -41,6 +42,8 @@ class DeviceContext:
         """``info`` as results record it (built once per device)."""
         self.pipelines = PipelineCache(self.device)
         self.validate = validation_enabled()
+        self.local_wg = workgroups.from_environment()
+        """``--local-wg``: the local workgroup size every dispatch (or one node's) takes instead of ET-VK's pick."""
         """Check each graph's recorded stream, with the tree's own barriers, for unordered accesses (``FAIL_SYNC``)."""
         self._variants = builder.variants()
         self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}

@@ -43,16 +43,19 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def _contexts(adapter, tree):
-    """One DeviceContext per limits profile (None: the device's own), made on first use."""
+    """One DeviceContext per limits profile (None: the device's own) and local workgroup size (``default``: ET-VK's
+    pick), made on first use."""
+    from vkdiff.device import workgroups
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
 
     builder, made = ShaderBuilder(tree.path), {}
 
-    def ctx_for(limits: str | None) -> Any:
-        if limits not in made:
-            made[limits] = DeviceContext(*adapter, builder, limits)
-        return made[limits]
+    def ctx_for(limits: str | None, local_wg: str = workgroups.DEFAULT) -> Any:
+        if (limits, local_wg) not in made:
+            made[(limits, local_wg)] = ctx = DeviceContext(*adapter, builder, limits)
+            ctx.local_wg = workgroups.parse(local_wg)
+        return made[(limits, local_wg)]
     return ctx_for
 
 
@@ -82,13 +85,14 @@ def _knob(args: argparse.Namespace, case) -> int:
     if isinstance(case, KernelCase):
         from vkdiff.harness.kernels import run_case
 
-        space = KernelSpace(case, lambda c, limits: Status[run_case(ctx_for(limits), c, session_seed=args.seed).status],
+        space = KernelSpace(case, lambda c, limits, wg: Status[run_case(ctx_for(limits, wg), c,
+                                                                        session_seed=args.seed).status],
                             args.limits_profile)
     else:
         from vkdiff.harness.device_models import check_on_device
 
-        space = ModelSpace(case, lambda c, route, limits: Status[check_on_device(
-            c, ctx_for(limits), route_name=route, tree=tree.path).status], args.route, args.limits_profile)
+        space = ModelSpace(case, lambda c, route, limits, wg: Status[check_on_device(
+            c, ctx_for(limits, wg), route_name=route, tree=tree.path).status], args.route, args.limits_profile)
     found = bisect_knobs(space)
     print("\n".join(found.lines()))
     for config, status in found.trials:
@@ -151,6 +155,7 @@ def commit_verdict(repo: str, case, adapter, seed: int):
 def _device(args: argparse.Namespace, case) -> int:
     from vkdiff.cases.kernels import KernelCase
     from vkdiff.device.adapters import select
+    from vkdiff.device import workgroups
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.device.limits import profiles as limits_profiles
@@ -167,15 +172,18 @@ def _device(args: argparse.Namespace, case) -> int:
         raise SelectionError(tree.note if tree.path is None else "no Vulkan adapter found")
     kernel = isinstance(case, KernelCase)
     routes = ["native"] if kernel else list(route_profiles())
-    configs = [{"device": d, "route": r, "limits": lim} for d in adapters for r in routes
-               for lim in ["native", *limits_profiles()]]
+    configs = [{"device": d, "route": r, "limits": lim, "local_wg": workgroups.DEFAULT} for d in adapters
+               for r in routes for lim in ["native", *limits_profiles()]]
+    configs += [{"device": d, "route": "native", "limits": "native", "local_wg": wg} for d in adapters
+                for wg in workgroups.CHOICES]
     builder, contexts = ShaderBuilder(tree.path), {}
 
     def run(config):
-        key = (config["device"], config["limits"])
+        key = (config["device"], config["limits"], config["local_wg"])
         if key not in contexts:
             contexts[key] = DeviceContext(*adapters[config["device"]], builder,
                                           None if config["limits"] == "native" else config["limits"])
+            contexts[key].local_wg = workgroups.parse(config["local_wg"])
         if kernel:
             from vkdiff.harness.kernels import run_case
 

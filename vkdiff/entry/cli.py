@@ -88,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     apply_device_options(getattr(args, "transport", None) if args.command != "devices" else None,
-                         getattr(args, "validate", None), getattr(args, "mode", None), getattr(args, "replays", 0))
+                         getattr(args, "validate", None), getattr(args, "mode", None), getattr(args, "replays", 0),
+                         getattr(args, "local_wg", None))
     try:
         if args.command == "check":
             from vkdiff.entry.check_cli import cmd_check

@@ -18,6 +18,17 @@ def parse_regex(text: str) -> str:
     return text
 
 
+def parse_local_wg(text: str) -> str:
+    """Validate ``--local-wg``: XxYxZ, optionally @NODE."""
+    from vkdiff.device.workgroups import parse
+
+    try:
+        parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--local-wg: {exc}") from None
+    return text
+
+
 def parse_replays(text: str) -> int:
     """Validate ``--replays``: a positive integer."""
     try:
@@ -112,6 +123,9 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}validate", action="store_true", default=None,
               help="Check each graph's command stream, with the tree's own barriers (vTensorStorage::transition), for "
                    "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory (env VKDIFF_VALIDATE)")
+    addoption(f"--{prefix}local-wg", metavar="XxYxZ[@NODE]", type=parse_local_wg, default=None,
+              help="Local workgroup size every dispatch takes (or only delegate node NODE's) instead of ET-VK's pick "
+                   "(env VKDIFF_LOCAL_WG); bisect knob and bisect device sweep it")
     addoption(f"--{prefix}mode", choices=("nodes", "graph"), default="nodes",
               help="Model cases: nodes (each node's outputs read back and judged: the locator) or graph (also each "
                    "delegate whole, as ET-VK records it, --replays times: outputs that differ between replays or "
@@ -165,13 +179,17 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
 
 
 def apply_device_options(chosen: str | None, validate: bool | None = None, mode: str | None = None,
-                         replays: int = 0) -> None:
-    """``--transport``, ``--validate`` and ``--mode graph --replays N`` into ``$VKDIFF_TRANSPORT``,
-    ``$VKDIFF_VALIDATE`` and ``$VKDIFF_REPLAYS``, which child processes and xdist workers inherit."""
+                         replays: int = 0, local_wg: str | None = None) -> None:
+    """``--transport``, ``--validate``, ``--mode graph --replays N`` and ``--local-wg`` into ``$VKDIFF_TRANSPORT``,
+    ``$VKDIFF_VALIDATE``, ``$VKDIFF_REPLAYS`` and ``$VKDIFF_LOCAL_WG``, which child processes and xdist workers
+    inherit."""
     from vkdiff.device.adapters import TRANSPORT_ENV
     from vkdiff.device.context import VALIDATE_ENV
+    from vkdiff.device.workgroups import LOCAL_WG_ENV
     from vkdiff.harness.device_models import REPLAYS_ENV
 
+    if local_wg:
+        os.environ[LOCAL_WG_ENV] = local_wg
     if chosen:
         os.environ[TRANSPORT_ENV] = chosen
     if validate:

@@ -72,7 +72,7 @@ def pytest_configure(config) -> None:
     if not _enabled(config):
         return
     apply_device_options(config.option.vkdiff_transport, config.option.vkdiff_validate, config.option.vkdiff_mode,
-                         config.option.vkdiff_replays)
+                         config.option.vkdiff_replays, config.option.vkdiff_local_wg)
     session = VkdiffSession.from_config(config)
     config.stash[SESSION_KEY] = session
     for slug in session.device_slugs() + ["cpu", "none"]:

@@ -208,7 +208,7 @@ class ComputeGraph:
         self._probing = False
         self._bind_groups: dict = {}
         """Bind groups by (pipeline, bound resources), reused at every execute (``dispatch``)."""
-        self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if ctx.validate or exact else None
+        self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if getattr(ctx, "validate", False) or exact else None
         """With ``--validate`` (or ``exact``): ET-VK's barriers for every dispatch, and the latest execute's stream
         (``hazards``)."""
         self.exact = exact and getattr(self.device, "transport", "wgpu") == "vulkan"
@@ -468,6 +468,9 @@ class ComputeGraph:
 
     def _encode(self, node: ExecuteNode, prepack: bool = False) -> None:
         shader, global_wg, local_wg = node.picked
+        override = getattr(self.ctx, "local_wg", None)
+        if override is not None and not prepack and not node.probe and override.applies_to(node.node):
+            local_wg = override.size
         record = DispatchRecord(shader=shader, global_wg=global_wg, local_wg=local_wg, spec=dict(node.spec),
                                 prepack=prepack, node=node.node, skipped=min(global_wg) == 0,
                                 execution=0 if prepack else self.executions)
