@@ -27,7 +27,7 @@ FEATURES: dict[str, str] = {
     "shaderStorageImageReadWithoutFormat": "core", "shaderStorageImageWriteWithoutFormat": "core",
     "storageBuffer16BitAccess": "1.1", "uniformAndStorageBuffer16BitAccess": "1.1", "storagePushConstant16": "1.1",
     "storageBuffer8BitAccess": "1.2", "uniformAndStorageBuffer8BitAccess": "1.2", "storagePushConstant8": "1.2",
-    "shaderFloat16": "1.2", "shaderInt8": "1.2", "vulkanMemoryModel": "1.2", "shaderSubgroupExtendedTypes": "1.2",
+    "shaderFloat16": "1.2", "shaderInt8": "1.2", "vulkanMemoryModel": "1.2", "vulkanMemoryModelDeviceScope": "1.2", "shaderSubgroupExtendedTypes": "1.2",
     "shaderIntegerDotProduct": "1.3", "subgroupSizeControl": "1.3", "computeFullSubgroups": "1.3",
     "synchronization2": "1.3",
     "cooperativeMatrix": "VK_KHR_cooperative_matrix",

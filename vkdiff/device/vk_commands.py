@@ -18,7 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from vkdiff.device import spirv, watchdog
-from vkdiff.device.boundary import DispatchError, ShaderLoadError, ShaderUnsupportedError
+from vkdiff.device.boundary import (DispatchError, OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError,
+                                    SyncHazardError)
 from vkdiff.device.raw_vulkan import SUBGROUP_OPERATIONS, binding
 from vkdiff.device.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
                                      vk_call)
@@ -137,9 +138,16 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
         pData=vk.ffi.from_buffer(data)) if entries else None
     stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main",
                                                pSpecializationInfo=info)
+    from vkdiff.device.vk_device import LAYER_MESSAGES
+
+    seen = len(LAYER_MESSAGES)
     with watchdog.waiting(f"creating the pipeline of {label}"):
         handle = vk_call(ShaderLoadError, f"{label}: vkCreateComputePipelines", vk.vkCreateComputePipelines, dev,
                          vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
+    try:
+        layer_errors(LAYER_MESSAGES[seen:], f"{label}: pipeline")
+    except DispatchError as exc:
+        raise ShaderLoadError(str(exc)) from None
     vk.vkDestroyShaderModule(dev, module, None)
     set_layout = SetLayout(set_handle, types)
     return ComputePipeline(handle, layout, set_layout, label), set_layout, reflection
@@ -319,6 +327,27 @@ def image_layers(vk: Any) -> Any:
                                        layerCount=1)
 
 
+ERROR_SEVERITY = 0x1000
+"""``VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT``."""
+
+
+def layer_errors(messages: Sequence[tuple[int, str, str]], what: str) -> None:
+    """Raise for the first error the validation layer reported about a submission: a hazard is ``SyncHazardError``
+    (``FAIL_SYNC``), an out-of-bounds access ``OutOfBoundsError`` (``FAIL_OOB``), anything else ``DispatchError``
+    (invalid usage, by the port or by vkdiff), each with the layer's message id and first lines."""
+    errors = [(name, text) for severity, name, text in messages if severity & ERROR_SEVERITY]
+    if not errors:
+        return
+    name, text = errors[0]
+    more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
+    said = f"{what}: validation layer {name}: {' '.join(text.split())[:600]}{more}"
+    if name.startswith("SYNC-HAZARD"):
+        raise SyncHazardError(said)
+    if "out of bounds" in text.lower() or "oob" in name.lower():
+        raise OutOfBoundsError(said)
+    raise DispatchError(said)
+
+
 def full_barrier(vk: Any, cb: Any) -> None:
     """Every earlier write available and visible to every later access (what wgpu's tracker amounts to here)."""
     vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1,
@@ -350,8 +379,11 @@ class Queue:
 
     def run(self, ops: Sequence[Record], what: str = "submission", barriers: bool = True) -> None:
         """Record ``ops`` into one command buffer (a full barrier between two, with ``barriers``), submit, wait."""
+        from vkdiff.device.vk_device import LAYER_MESSAGES
+
         vk = binding()
         dev = self.device.handle
+        seen = len(LAYER_MESSAGES)
         cb = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
             commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         try:
@@ -367,6 +399,7 @@ class Queue:
                     self.fence)
             with watchdog.waiting(what):
                 self._wait(vk, dev, what)
+            layer_errors(LAYER_MESSAGES[seen:], what)
         finally:
             vk.vkFreeCommandBuffers(dev, self.pool, 1, [cb])
 

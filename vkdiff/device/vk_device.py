@@ -21,13 +21,52 @@ from vkdiff.device.raw_vulkan import FEATURES, RawDevice, RawVulkanError, bindin
 from vkdiff.device.vk_commands import BindGroup, Encoder, Queue, create_pipeline
 from vkdiff.device.vk_memory import Buffer, Image, vk_call
 
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+LAYER_MESSAGES: list[tuple[int, str, str]] = []
+"""(severity, message id, message) of every report of the validation layer, in order (``--validate``)."""
+_KEEP: list[Any] = []
+"""The debug messenger, its callback and create info: alive as long as the instance."""
+
+
+def _on_message(severity: int, types: int, data: Any, user: Any) -> int:
+    """The layer's callback: record, never raise (an exception here would be swallowed by the binding)."""
+    ffi = binding().ffi
+    name = ffi.string(data.pMessageIdName).decode(errors="replace") if data.pMessageIdName != ffi.NULL else ""
+    LAYER_MESSAGES.append((int(severity), name, ffi.string(data.pMessage).decode(errors="replace")))
+    return 0
+
+
+def validation_layer_available() -> bool:
+    vk = binding()
+    return VALIDATION_LAYER in {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
+
+
 @functools.lru_cache(maxsize=None)
 def instance() -> Any:
-    """The process's one ``VkInstance`` (Vulkan 1.3)."""
+    """The process's one ``VkInstance`` (Vulkan 1.3); with ``--validate`` and the Khronos validation layer installed,
+    that layer with synchronization validation, reporting into ``LAYER_MESSAGES``."""
+    from vkdiff.device.context import validation_enabled
+
     vk = binding()
     app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
-    return vk_call(RawVulkanError, "vkCreateInstance", vk.vkCreateInstance,
-                   vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
+    if not (validation_enabled() and validation_layer_available()):
+        return vk_call(RawVulkanError, "vkCreateInstance", vk.vkCreateInstance,
+                       vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
+    features = vk.VkValidationFeaturesEXT(
+        pEnabledValidationFeatures=[vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+    created = vk_call(RawVulkanError, "vkCreateInstance with the validation layer", vk.vkCreateInstance,
+                      vk.VkInstanceCreateInfo(pNext=features, pApplicationInfo=app,
+                                              ppEnabledLayerNames=[VALIDATION_LAYER],
+                                              ppEnabledExtensionNames=[vk.VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
+                                                                       vk.VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME]),
+                      None)
+    info = vk.VkDebugUtilsMessengerCreateInfoEXT(
+        messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+        pfnUserCallback=_on_message)
+    _KEEP.extend([info, _on_message, vk.vkGetInstanceProcAddr(created, "vkCreateDebugUtilsMessengerEXT")(
+        created, info, None)])
+    return created
 
 
 class VkAdapter:
@@ -40,7 +79,8 @@ class VkAdapter:
                      "description": f"raw Vulkan {raw.api_version}, driver {raw.driver_version:#x}",
                      "backend_type": "Vulkan", "adapter_type": raw.device_type}
         self.features = wgpu_features(raw)
-        self.vulkan_features = tuple(f"vk:{name}" for name, ok in raw.features.items() if ok)
+        self.vulkan_features = tuple(f"vk:{name}" for name, ok in raw.features.items() if ok) + (
+            (f"layer:{VALIDATION_LAYER}",) if _KEEP else ())
         """The device's own features (``vk:storageBuffer8BitAccess``…), recorded with every result."""
         self.limits = wgpu_limits(raw)
         self.transport = "vulkan"
