@@ -175,6 +175,7 @@ def read_guards(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
         target = device.create_buffer(size=GUARD_BYTES * len(tensors),
                                       usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         encoder = device.create_command_encoder(label="guards")
+        encoder.exact = True  # raw Vulkan: copies between disjoint ranges need no barrier between them
         for index, tensor in enumerate(tensors):
             encoder.copy_buffer_to_buffer(tensor.handle, tensor.guard, target, index * GUARD_BYTES, GUARD_BYTES)
         device.queue.submit([encoder.finish()])
@@ -233,6 +234,7 @@ def read_buffers(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
     def copy_map_read() -> bytes:
         target = device.create_buffer(size=int(offsets[-1]), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         encoder = device.create_command_encoder(label="readback")
+        encoder.exact = True  # raw Vulkan: copies between disjoint ranges need no barrier between them
         for tensor, offset, size in zip(tensors, offsets, sizes):
             encoder.copy_buffer_to_buffer(tensor.handle, 0, target, int(offset), size)
         device.queue.submit([encoder.finish()])
