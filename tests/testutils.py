@@ -128,3 +128,17 @@ def coverage_gaps(tree: Path, *cpp_files: str) -> tuple[set[str], dict[str, list
     gaps = {op: [what for what, table in (("launcher", LAUNCHERS), ("reference", reference.OPS), ("suite", suites))
                  if op not in table] for op in registered}
     return registered, {op: missing for op, missing in gaps.items() if missing}
+
+
+def isolated(fn, *args, timeout: float = 600):
+    """``fn(*args)`` in a fresh (spawned) process, its return value back; the child's exception re-raised here as an
+    ``AssertionError`` holding its traceback.
+
+    Raw Vulkan runs so: on lavapipe, a process that ran wgpu work (torn-down wgpu devices) and then drives raw Vulkan
+    can corrupt its heap (glibc aborts with ``malloc(): mismatching next->prev_size``); a process of its own does not.
+    """
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result(timeout=timeout)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.faults import fault_ops
-from tests.testutils import first_adapter, requires_glslc, requires_vulkan
+from tests.testutils import first_adapter, isolated, requires_glslc, requires_vulkan
 from vkdiff.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
@@ -89,15 +89,21 @@ def test_a_kernel_that_differs_on_a_repeat_is_nondeterministic_with_the_count(tr
     assert repeated.metrics["nondeterministic"]["differing"] == fault_ops.N
 
 
+def overrun_run(tree, transport: str) -> tuple[str, str]:
+    """One run of the overrun fault op through ``transport`` (in a process of its own for raw Vulkan)."""
+    from vkdiff.device.adapters import select
+
+    fault_ops.register()
+    result = run_case(DeviceContext(*select(via=transport)[0], ShaderBuilder(tree)), fault_ops.case(fault_ops.OVERRUN))
+    return result.status, result.reason
+
+
 @pytest.mark.parametrize("transport", ["wgpu", "vulkan"])
 def test_a_write_past_the_tensor_is_fail_oob_through_the_canaries_naming_the_dispatch(tree, transport):
     """The output is right; one invocation also writes 8 bytes past the tensor's storage. The guard band after every
     buffer the graph allocates sees it, through either transport, and names the shader and binding."""
-    from vkdiff.device.adapters import select
-
-    found = select(via=transport)
-    result = run_case(DeviceContext(*found[0], ShaderBuilder(tree)), fault_ops.case(fault_ops.OVERRUN))
-    assert result.status == "FAIL_OOB", result.reason
-    assert result.reason.startswith(f"4 of 64 canary bytes after buffer tensor [{fault_ops.N}] float32 changed "
-                                    f"(first at byte 8 past its storage): written out of bounds by one of: "
-                                    f"vk_overrun binding 0")
+    status, reason = overrun_run(tree, transport) if transport == "wgpu" else isolated(overrun_run, tree, transport)
+    assert status == "FAIL_OOB", reason
+    assert reason.startswith(f"4 of 64 canary bytes after buffer tensor [{fault_ops.N}] float32 changed "
+                             f"(first at byte 8 past its storage): written out of bounds by one of: "
+                             f"vk_overrun binding 0")
