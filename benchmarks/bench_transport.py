@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import subprocess
 import statistics
 import sys
 import time
@@ -64,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--transports", default="wgpu,vulkan")
     args = parser.parse_args(argv)
+    chosen = args.transports.split(",")
+    if len(chosen) > 1:  # each transport in a process of its own: lavapipe can corrupt the heap of one that mixes them
+        for transport in chosen:
+            subprocess.run([sys.executable, __file__, *(argv if argv is not None else sys.argv[1:]), "--transports",
+                            transport], check=False)
+        return 0
     models = prepared_models(model_cases(args.cases, args.module, args.recipe), args.load, args.cases)
     for transport in args.transports.split(","):
         os.environ[TRANSPORT_ENV] = transport
