@@ -100,7 +100,8 @@ def test_a_q8ta_resnet_is_fail_sync_with_the_barriers_from_before_6ebaa05a27(et_
     handle waited on nothing. With the pinned tree's barriers the same delegate is clean."""
     from vkdiff.cases.catalog import all_model_cases
     from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import VALIDATE_ENV, DeviceContext
+    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.validation import VALIDATE_ENV
     from vkdiff.harness.device_models import check_on_device
 
     monkeypatch.setenv(VALIDATE_ENV, "1")

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
 from vkdiff.device import workgroups
 from vkdiff.device.adapters import DeviceInfo, create_device
 from vkdiff.device.build import BuiltShader, ShaderBuilder
 from vkdiff.device.dispatch import Pipeline, PipelineCache
-
-
-VALIDATE_ENV = "VKDIFF_VALIDATE"
-"""Set (by ``--validate``) to check every graph's command stream for hazards (``vkdiff.device.hazards``); child
-processes and xdist workers inherit it."""
-
-
-def validation_enabled() -> bool:
-    return os.environ.get(VALIDATE_ENV, "") not in ("", "0", "false")
+from vkdiff.device.validation import validation_enabled
 
 
 class VariantMissingError(LookupError):

@@ -21,6 +21,7 @@ from vkdiff.device import spirv, watchdog
 from vkdiff.device.boundary import (DispatchError, OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError,
                                     SyncHazardError)
 from vkdiff.device.raw_vulkan import SUBGROUP_OPERATIONS, binding
+from vkdiff.device.validation import LAYER_MESSAGES
 from vkdiff.device.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
                                      vk_call)
 
@@ -138,8 +139,6 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
         pData=vk.ffi.from_buffer(data)) if entries else None
     stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main",
                                                pSpecializationInfo=info)
-    from vkdiff.device.vk_device import LAYER_MESSAGES
-
     seen = len(LAYER_MESSAGES)
     with watchdog.waiting(f"creating the pipeline of {label}"):
         handle = vk_call(ShaderLoadError, f"{label}: vkCreateComputePipelines", vk.vkCreateComputePipelines, dev,
@@ -379,8 +378,6 @@ class Queue:
 
     def run(self, ops: Sequence[Record], what: str = "submission", barriers: bool = True) -> None:
         """Record ``ops`` into one command buffer (a full barrier between two, with ``barriers``), submit, wait."""
-        from vkdiff.device.vk_device import LAYER_MESSAGES
-
         vk = binding()
         dev = self.device.handle
         seen = len(LAYER_MESSAGES)

@@ -19,21 +19,11 @@ import numpy as np
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
 from vkdiff.device.vk_commands import BindGroup, Encoder, Queue, create_pipeline
+from vkdiff.device.validation import VALIDATION_LAYER, on_message, validation_enabled
 from vkdiff.device.vk_memory import Buffer, Image, vk_call
 
-VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
-LAYER_MESSAGES: list[tuple[int, str, str]] = []
-"""(severity, message id, message) of every report of the validation layer, in order (``--validate``)."""
 _KEEP: list[Any] = []
 """The debug messenger, its callback and create info: alive as long as the instance."""
-
-
-def _on_message(severity: int, types: int, data: Any, user: Any) -> int:
-    """The layer's callback: record, never raise (an exception here would be swallowed by the binding)."""
-    ffi = binding().ffi
-    name = ffi.string(data.pMessageIdName).decode(errors="replace") if data.pMessageIdName != ffi.NULL else ""
-    LAYER_MESSAGES.append((int(severity), name, ffi.string(data.pMessage).decode(errors="replace")))
-    return 0
 
 
 def validation_layer_available() -> bool:
@@ -45,8 +35,6 @@ def validation_layer_available() -> bool:
 def instance() -> Any:
     """The process's one ``VkInstance`` (Vulkan 1.3); with ``--validate`` and the Khronos validation layer installed,
     that layer with synchronization validation, reporting into ``LAYER_MESSAGES``."""
-    from vkdiff.device.context import validation_enabled
-
     vk = binding()
     app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
     if not (validation_enabled() and validation_layer_available()):
@@ -63,8 +51,8 @@ def instance() -> Any:
     info = vk.VkDebugUtilsMessengerCreateInfoEXT(
         messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
         messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-        pfnUserCallback=_on_message)
-    _KEEP.extend([info, _on_message, vk.vkGetInstanceProcAddr(created, "vkCreateDebugUtilsMessengerEXT")(
+        pfnUserCallback=on_message)
+    _KEEP.extend([info, on_message, vk.vkGetInstanceProcAddr(created, "vkCreateDebugUtilsMessengerEXT")(
         created, info, None)])
     return created
 

@@ -184,7 +184,7 @@ def apply_device_options(chosen: str | None, validate: bool | None = None, mode:
     ``$VKDIFF_VALIDATE``, ``$VKDIFF_REPLAYS`` and ``$VKDIFF_LOCAL_WG``, which child processes and xdist workers
     inherit."""
     from vkdiff.device.adapters import TRANSPORT_ENV
-    from vkdiff.device.context import VALIDATE_ENV
+    from vkdiff.device.validation import VALIDATE_ENV
     from vkdiff.device.workgroups import LOCAL_WG_ENV
     from vkdiff.harness.device_models import REPLAYS_ENV
 
