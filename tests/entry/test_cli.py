@@ -31,7 +31,7 @@ def _tree(tmp_path: Path, shader: str = "vk_broken.glsl") -> Path:
 RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src PATH]
                   [--repeat N] [--timeout SECONDS] [--sample N] [--seed INT]
                   [--route PROFILE] [--limits-profile NAME]
-                  [--transport {wgpu,vulkan}] [--validate]
+                  [--transport {wgpu,vulkan}] [--validate [{sync,gpu}]]
                   [--local-wg XxYxZ[@NODE]] [--mode {nodes,graph}]
                   [--replays N] [--allow-empty] [--results FILE.jsonl]
                   [--list] [--suite {all,kernels,models,upstream}] [-r DIR]

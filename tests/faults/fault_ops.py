@@ -20,6 +20,7 @@ FAULT_TREE = Path(__file__).parent / "fault_tree"
 SPIN, TICKET, LOSE = "vkdiff_test.spin.default", "vkdiff_test.ticket.default", "vkdiff_test.lose_device.default"
 ABORT = "vkdiff_test.abort.default"
 OVERRUN = "vkdiff_test.overrun.default"
+OVERRUN_FAR = "vkdiff_test.overrun_far.default"
 ABORT_CODE = 134
 N = 67
 
@@ -71,9 +72,8 @@ def _ticket(graph: ComputeGraph, args: Mapping[str, Any], out) -> None:
                    resources=[out, args["self"], ctx.ticket_counter, graph.sizes_ubo(out)])
 
 
-def _overrun(graph: ComputeGraph, args: Mapping[str, Any], out) -> None:
-    graph.dispatch("vk_overrun", global_wg=(N, 1, 1), local_wg=(64, 1, 1),
-                   resources=[out, args["self"], graph.sizes_ubo(out)])
+def _overrun(graph: ComputeGraph, args: Mapping[str, Any], out, shader: str = "vk_overrun") -> None:
+    graph.dispatch(shader, global_wg=(N, 1, 1), local_wg=(64, 1, 1), resources=[out, args["self"], graph.sizes_ubo(out)])
 
 
 def _lose(graph: ComputeGraph, args: Mapping[str, Any], out) -> None:
@@ -90,7 +90,8 @@ def register() -> None:
     """Add the fault ops' suites, references and launchers (a device worker's ``setup``)."""
     for op, fn, ref in ((SPIN, _spin, lambda self: self), (TICKET, _ticket, lambda self: 2.0 * self),
                         (LOSE, _lose, lambda self: 2.0 * self), (ABORT, _abort, lambda self: self),
-                        (OVERRUN, _overrun, lambda self: 2.0 * self)):
+                        (OVERRUN, _overrun, lambda self: 2.0 * self),
+                        (OVERRUN_FAR, lambda g, a, o: _overrun(g, a, o, "vk_overrun_far"), lambda self: 2.0 * self)):
         SUITES[op] = Suite(op=op, cases=lambda op=op: [case(op)], make_args=_args)
         OPS[op] = ReferenceOp(name=op, fn=ref, accumulation=None)
         LAUNCHERS[op] = [Launcher(op=op, add_node=fn, output=_output, constants=frozenset(), ports=(),
@@ -98,7 +99,7 @@ def register() -> None:
 
 
 def unregister() -> None:
-    for op in (SPIN, TICKET, LOSE, ABORT, OVERRUN):
+    for op in (SPIN, TICKET, LOSE, ABORT, OVERRUN, OVERRUN_FAR):
         SUITES.pop(op, None)
         OPS.pop(op, None)
         LAUNCHERS.pop(op, None)

@@ -4,6 +4,7 @@ on a repeat. Each ends one case with its status; the next case runs on a fresh d
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,28 @@ def test_a_write_past_the_tensor_is_fail_oob_through_the_canaries_naming_the_dis
     assert reason.startswith(f"4 of 64 canary bytes after buffer tensor [{fault_ops.N}] float32 changed "
                              f"(first at byte 8 past its storage): written out of bounds by one of: "
                              f"vk_overrun binding 0")
+
+
+def overrun_far_validated(tree) -> tuple[str, str, bool]:
+    """In a process of its own: the far overrun through raw Vulkan with ``--validate gpu`` (the layer loads with the
+    process's first instance)."""
+    import os
+
+    from vkdiff.device.adapters import select
+
+    os.environ["VKDIFF_VALIDATE"] = "gpu"
+    fault_ops.register()
+    found = select(via="vulkan")
+    result = run_case(DeviceContext(*found[0], ShaderBuilder(tree)), fault_ops.case(fault_ops.OVERRUN_FAR))
+    return result.status, result.reason, any(f.startswith("layer:") for f in found[0][0].features)
+
+
+@pytest.mark.skipif(not Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").is_file(),
+                    reason="NOT_RUN: VK_LAYER_KHRONOS_validation not installed (apt vulkan-validationlayers)")
+def test_a_write_far_past_the_buffer_is_fail_oob_through_the_validation_layer(tree):
+    """Past the guard band and the whole bound range, no canary sees it (robustBufferAccess drops it); GPU-assisted
+    validation does, naming the descriptor."""
+    status, reason, layer = isolated(overrun_far_validated, tree)
+    assert layer, "the layer must be active"
+    assert status == "FAIL_OOB", reason
+    assert "validation layer VUID-vkCmdDispatch-None-02706" in reason and "access out of bounds" in reason

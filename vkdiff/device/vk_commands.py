@@ -328,13 +328,18 @@ def image_layers(vk: Any) -> Any:
 
 ERROR_SEVERITY = 0x1000
 """``VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT``."""
+OUT_OF_BOUNDS = "access out of bounds"
+"""How GPU-assisted validation words an access past a descriptor's range (a warning where robustBufferAccess makes
+it defined, which vkdiff turns on: ET-VK does not)."""
 
 
 def layer_errors(messages: Sequence[tuple[int, str, str]], what: str) -> None:
-    """Raise for the first error the validation layer reported about a submission: a hazard is ``SyncHazardError``
-    (``FAIL_SYNC``), an out-of-bounds access ``OutOfBoundsError`` (``FAIL_OOB``), anything else ``DispatchError``
-    (invalid usage, by the port or by vkdiff), each with the layer's message id and first lines."""
-    errors = [(name, text) for severity, name, text in messages if severity & ERROR_SEVERITY]
+    """Raise for the first error the validation layer reported about a submission (or an out-of-bounds access, which
+    it reports as a warning): a hazard is ``SyncHazardError`` (``FAIL_SYNC``), an out-of-bounds access
+    ``OutOfBoundsError`` (``FAIL_OOB``), anything else ``DispatchError`` (invalid usage, by the port or by vkdiff),
+    each with the layer's message id and first lines."""
+    errors = [(name, text) for severity, name, text in messages
+              if severity & ERROR_SEVERITY or OUT_OF_BOUNDS in text.lower()]
     if not errors:
         return
     name, text = errors[0]
@@ -342,7 +347,7 @@ def layer_errors(messages: Sequence[tuple[int, str, str]], what: str) -> None:
     said = f"{what}: validation layer {name}: {' '.join(text.split())[:600]}{more}"
     if name.startswith("SYNC-HAZARD"):
         raise SyncHazardError(said)
-    if "out of bounds" in text.lower() or "oob" in name.lower():
+    if OUT_OF_BOUNDS in text.lower():
         raise OutOfBoundsError(said)
     raise DispatchError(said)
 

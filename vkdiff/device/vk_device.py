@@ -19,7 +19,7 @@ import numpy as np
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.device.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
 from vkdiff.device.vk_commands import BindGroup, Encoder, Queue, create_pipeline
-from vkdiff.device.validation import VALIDATION_LAYER, on_message, validation_enabled
+from vkdiff.device.validation import VALIDATION_LAYER, gpu_assisted, on_message, validation_enabled
 from vkdiff.device.vk_memory import Buffer, Image, vk_call
 
 _KEEP: list[Any] = []
@@ -34,14 +34,16 @@ def validation_layer_available() -> bool:
 @functools.lru_cache(maxsize=None)
 def instance() -> Any:
     """The process's one ``VkInstance`` (Vulkan 1.3); with ``--validate`` and the Khronos validation layer installed,
-    that layer with synchronization validation, reporting into ``LAYER_MESSAGES``."""
+    that layer with synchronization validation (and with ``--validate gpu`` GPU-assisted validation: shaders
+    instrumented, accesses past a descriptor's range reported), reporting into ``LAYER_MESSAGES``."""
     vk = binding()
     app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
     if not (validation_enabled() and validation_layer_available()):
         return vk_call(RawVulkanError, "vkCreateInstance", vk.vkCreateInstance,
                        vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
-    features = vk.VkValidationFeaturesEXT(
-        pEnabledValidationFeatures=[vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+    features = vk.VkValidationFeaturesEXT(pEnabledValidationFeatures=[
+        vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT,
+        *([vk.VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT] if gpu_assisted() else [])])
     created = vk_call(RawVulkanError, "vkCreateInstance with the validation layer", vk.vkCreateInstance,
                       vk.VkInstanceCreateInfo(pNext=features, pApplicationInfo=app,
                                               ppEnabledLayerNames=[VALIDATION_LAYER],
@@ -68,7 +70,7 @@ class VkAdapter:
                      "backend_type": "Vulkan", "adapter_type": raw.device_type}
         self.features = wgpu_features(raw)
         self.vulkan_features = tuple(f"vk:{name}" for name, ok in raw.features.items() if ok) + (
-            (f"layer:{VALIDATION_LAYER}",) if _KEEP else ())
+            ((f"layer:{VALIDATION_LAYER}",) if _KEEP else ()) + (("layer:gpu-assisted",) if _KEEP and gpu_assisted() else ()))
         """The device's own features (``vk:storageBuffer8BitAccess``…), recorded with every result."""
         self.limits = wgpu_limits(raw)
         self.transport = "vulkan"

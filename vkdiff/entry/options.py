@@ -120,9 +120,11 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
     addoption(f"--{prefix}transport", choices=("wgpu", "vulkan"), default=None,
               help="How devices are reached: wgpu (default; naga re-translates every module) or vulkan (raw Vulkan: "
                    "the SPIR-V as glslc built it, spec constants through VkSpecializationInfo; env VKDIFF_TRANSPORT)")
-    addoption(f"--{prefix}validate", action="store_true", default=None,
+    addoption(f"--{prefix}validate", nargs="?", const="sync", choices=("sync", "gpu"), default=None,
               help="Check each graph's command stream, with the tree's own barriers (vTensorStorage::transition), for "
-                   "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory (env VKDIFF_VALIDATE)")
+                   "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory; on raw Vulkan the "
+                   "Khronos layer's synchronization validation too, and with 'gpu' its GPU-assisted validation "
+                   "(FAIL_OOB for accesses past a descriptor) (env VKDIFF_VALIDATE)")
     addoption(f"--{prefix}local-wg", metavar="XxYxZ[@NODE]", type=parse_local_wg, default=None,
               help="Local workgroup size every dispatch takes (or only delegate node NODE's) instead of ET-VK's pick "
                    "(env VKDIFF_LOCAL_WG); bisect knob and bisect device sweep it")
@@ -178,7 +180,7 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
     parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
 
 
-def apply_device_options(chosen: str | None, validate: bool | None = None, mode: str | None = None,
+def apply_device_options(chosen: str | None, validate: str | None = None, mode: str | None = None,
                          replays: int = 0, local_wg: str | None = None) -> None:
     """``--transport``, ``--validate``, ``--mode graph --replays N`` and ``--local-wg`` into ``$VKDIFF_TRANSPORT``,
     ``$VKDIFF_VALIDATE``, ``$VKDIFF_REPLAYS`` and ``$VKDIFF_LOCAL_WG``, which child processes and xdist workers
@@ -193,6 +195,6 @@ def apply_device_options(chosen: str | None, validate: bool | None = None, mode:
     if chosen:
         os.environ[TRANSPORT_ENV] = chosen
     if validate:
-        os.environ[VALIDATE_ENV] = "1"
+        os.environ[VALIDATE_ENV] = validate
     if mode == "graph":
         os.environ[REPLAYS_ENV] = str(replays)
