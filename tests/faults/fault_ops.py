@@ -72,8 +72,9 @@ def _ticket(graph: ComputeGraph, args: Mapping[str, Any], out) -> None:
                    resources=[out, args["self"], ctx.ticket_counter, graph.sizes_ubo(out)])
 
 
-def _overrun(graph: ComputeGraph, args: Mapping[str, Any], out, shader: str = "vk_overrun") -> None:
-    graph.dispatch(shader, global_wg=(N, 1, 1), local_wg=(64, 1, 1), resources=[out, args["self"], graph.sizes_ubo(out)])
+def _overrun(graph: ComputeGraph, args: Mapping[str, Any], out, past: int = 2) -> None:
+    graph.dispatch("vk_overrun", global_wg=(N, 1, 1), local_wg=(64, 1, 1), spec={3: past},
+                   resources=[out, args["self"], graph.sizes_ubo(out)])
 
 
 def _lose(graph: ComputeGraph, args: Mapping[str, Any], out) -> None:
@@ -91,7 +92,7 @@ def register() -> None:
     for op, fn, ref in ((SPIN, _spin, lambda self: self), (TICKET, _ticket, lambda self: 2.0 * self),
                         (LOSE, _lose, lambda self: 2.0 * self), (ABORT, _abort, lambda self: self),
                         (OVERRUN, _overrun, lambda self: 2.0 * self),
-                        (OVERRUN_FAR, lambda g, a, o: _overrun(g, a, o, "vk_overrun_far"), lambda self: 2.0 * self)):
+                        (OVERRUN_FAR, lambda g, a, o: _overrun(g, a, o, 100000), lambda self: 2.0 * self)):
         SUITES[op] = Suite(op=op, cases=lambda op=op: [case(op)], make_args=_args)
         OPS[op] = ReferenceOp(name=op, fn=ref, accumulation=None)
         LAUNCHERS[op] = [Launcher(op=op, add_node=fn, output=_output, constants=frozenset(), ports=(),

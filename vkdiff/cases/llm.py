@@ -25,9 +25,13 @@ dtype cast).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import hashlib
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -135,9 +139,11 @@ CHECKPOINT_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def checkpoint_paths(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> tuple[Path, Path]:
-    """Generate (once) and return ``(checkpoint, params.json)`` of ``spec`` saved in ``checkpoint_dtype``.
+    """Generate (once per process) and return ``(checkpoint, params.json)`` of ``spec`` saved in ``checkpoint_dtype``.
 
-    The folder is a verified cache entry (a manifest of both files' hashes).
+    A generated checkpoint is written to a folder of this process's own (``_generated_folder``), never to the
+    shared cache: ``export_llama`` unpickles its checkpoint, and a cache can come from another machine. A user's
+    ``--checkpoint`` (``spec.checkpoint``) is used where it lies; its ``params.json`` (data) is cached.
 
     Weights: ``construct_transformer`` initialisation under ``torch.manual_seed(spec.seed)``, then
     RMSNorm weights ``1 + 0.1·N(0, 1)`` so the norm scale is exercised. Every state-dict entry
@@ -158,14 +164,25 @@ def checkpoint_paths(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
 
         folder = cached_folder(cache_dir() / "llm" / f"params-{spec.key(checkpoint_dtype)}", params_only)
         return Path(spec.checkpoint), folder / "params.json"
-
-    def generate(staging: Path) -> None:
-        state = {k: v.to(CHECKPOINT_DTYPES[checkpoint_dtype]) for k, v in _generate_state_dict(spec).items()}
-        (staging / "params.json").write_text(json.dumps(spec.params(), indent=1, sort_keys=True))
-        torch.save(state, staging / "consolidated.pth")
-
-    folder = cached_folder(cache_dir() / "llm" / spec.key(checkpoint_dtype), generate)
+    folder = _generated_folder(spec, checkpoint_dtype)
     return folder / "consolidated.pth", folder / "params.json"
+
+
+@functools.lru_cache(maxsize=None)
+def _generated_folder(spec: TinyLlama, checkpoint_dtype: str) -> Path:
+    """``spec``'s checkpoint and params, written once into a private temporary folder (removed at exit)."""
+    root = Path(tempfile.mkdtemp(prefix="vkdiff-checkpoint-"))
+    atexit.register(shutil.rmtree, root, True)
+    folder = root / spec.key(checkpoint_dtype)
+    folder.mkdir()
+    (folder / "params.json").write_text(json.dumps(spec.params(), indent=1, sort_keys=True))
+    torch.save(generated_state(spec, checkpoint_dtype), folder / "consolidated.pth")
+    return folder
+
+
+def generated_state(spec: TinyLlama, checkpoint_dtype: str) -> dict[str, torch.Tensor]:
+    """The generated checkpoint's state dict, in ``checkpoint_dtype``, made in memory."""
+    return {k: v.to(CHECKPOINT_DTYPES[checkpoint_dtype]) for k, v in _generate_state_dict(spec).items()}
 
 
 def _generate_state_dict(spec: TinyLlama) -> dict[str, torch.Tensor]:
@@ -201,11 +218,13 @@ def load_transformer(spec: TinyLlama = TINY, checkpoint_dtype: str = "fp32") -> 
     """
     from executorch.examples.models.llama.llama_transformer import construct_transformer
 
-    checkpoint, _ = checkpoint_paths(spec, checkpoint_dtype)
     with torch.device("meta"):
         model = construct_transformer(spec.model_args())
-    # our generated checkpoint (a verified cache entry) or the user's --checkpoint: tensors only, no pickled code
-    state = torch.load(checkpoint, map_location="cpu", mmap=True, weights_only=True)
+    if spec.checkpoint:
+        # the user's --checkpoint, a file they named and trust; even so, tensors only (no pickled code)
+        state = torch.load(spec.checkpoint, map_location="cpu", mmap=True, weights_only=True)
+    else:
+        state = generated_state(spec, checkpoint_dtype)
     model.load_state_dict(state, strict=False, assign=True)
     model.checkpoint_dtype = CHECKPOINT_DTYPES[checkpoint_dtype]
     return model.eval()

@@ -130,7 +130,7 @@ def amber_script(folder: Path) -> str:
         lines += _declaration(res, manifest["resources"][res], data, typed.get(res))
     for index, op in enumerate(o for o in manifest["ops"] if o["op"] == "dispatch"):
         lines += _pipeline(index, op, folder)
-    expected = np.load(folder / "expected.npz")
+    expected = np.load(folder / "expected.npz", allow_pickle=False)
     for out in manifest["outputs"]:
         res = reads[out["read"]]["res"]
         resource = manifest["resources"][res]

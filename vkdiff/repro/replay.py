@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     manifest = json.loads((folder / "manifest.json").read_text())
     adapter, device = open_device(args.adapter)
     reads = replay(device, manifest, folder)
-    expected = np.load(folder / "expected.npz")
+    expected = np.load(folder / "expected.npz", allow_pickle=False)
     outputs = [judge(reads[out["read"]], out, expected) for out in manifest["outputs"]]
     status = max((o["status"] for o in outputs), key=ORDER.index)
     same = status == manifest["verdict"]["status"]
