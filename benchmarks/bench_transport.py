@@ -33,7 +33,7 @@ def replay(model, ctx, route, et_src: Path, replays: int) -> dict:
     """Build each delegate of the first call once (no probes, exact barriers) and replay the first step."""
     from vkdiff.device.graph.delegate import DelegateGraph
 
-    graph = DelegateGraph(ctx, model.delegate, route=route, tree=et_src, probe=False, exact=True)
+    graph = DelegateGraph(ctx, model.delegate, route=route, tree=et_src, probe=False, exact=True, alias=True)
     inputs = model.steps[0]
     graph.execute(inputs)
     walls, hosts = [], []

@@ -302,10 +302,14 @@ class Batch:
     the dispatch (and the node that added it) as an unbatched run would.
     """
 
-    def __init__(self, device: Any, exact: bool = False):
+    def __init__(self, device: Any, exact: bool = False, keep: bool = False):
         self.device = device
         self.exact = exact
         """Raw Vulkan only: no barrier between the recorded commands but those added (ET-VK's)."""
+        self.keep = keep
+        """Raw Vulkan only: keep the command buffer of the flush for ``queue.resubmit``."""
+        self.recorded: Any = None
+        """The kept command buffer of the latest flush."""
         self.pending: list[tuple[str, Any, Any]] = []
         self.node: Any = None
         """The node whose dispatches are being added (named by an error of the submission)."""
@@ -325,7 +329,10 @@ class Batch:
                 encoder.exact = True
             for _, record, _ in pending:
                 record(encoder)
-            self.device.queue.submit([encoder.finish()])
+            if self.keep:
+                self.recorded = self.device.queue.submit([encoder.finish()], keep=True)
+            else:
+                self.device.queue.submit([encoder.finish()])
 
         for what, _, _ in pending:
             watchdog.note_dispatch(what)

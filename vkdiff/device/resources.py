@@ -130,13 +130,7 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
         return Tensor(shape=tuple(spec.sizes), dtype=element,
                       storage="buffer", handle=_buffer(device, data, wgpu.BufferUsage.STORAGE, label),
                       buffer_shape=(count,), spec=spec, allocated=spec, guard=guard)
-    if element not in layouts.TEXEL_FORMATS:
-        raise DeviceLimitError(f"{label}: no texture format for dtype {element}")
-    extent = tuple(max(e, 1) for e in spec.extents)  # an empty tensor (batch norm's unused outputs) gets one texel
-    key = "max-texture-dimension-3d" if spec.storage == "texture3d" else "max-texture-dimension-2d"
-    if max(extent) > device.limits[key]:
-        raise DeviceLimitError(f"{label}: {spec.storage} extent {tuple(extent)} (sizes {list(spec.sizes)}) exceeds "
-                               f"{key} {device.limits[key]}")
+    extent = _texture_extent(device, spec, label)
     handle = gpu_call(
         DispatchError, f"create texture {label}", device.create_texture,
         size=extent, dimension="3d" if spec.storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[element],
@@ -148,6 +142,61 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
                                extent)
     return Tensor(shape=tuple(spec.sizes), dtype=element, storage=spec.storage, handle=handle, spec=spec,
                   allocated=spec)
+
+
+def allocate_shared(device: Any, tensors: Sequence[Tensor], label: str) -> None:
+    """Storage for the users of one ``SharedObject``: each buffer or image bound to one allocation at offset 0, as
+    ``SharedObject::allocate`` and ``bind_users`` make it (raw Vulkan only: wgpu cannot alias resources).
+
+    Each buffer is sized as ``allocate`` sizes it (its canary band inside its bound range); the band of the largest
+    buffer is written and checked (``Tensor.guard``) when no other user's storage reaches it, the other bands lie
+    in storage a larger user may write. The allocation is poisoned through that buffer; images are not poisoned.
+    """
+    from vkdiff.device.vk_memory import Buffer, Image, SharedMemory
+
+    users, datas = [], []
+    for tensor in tensors:
+        spec, element = tensor.spec, tensor.spec.element_dtype
+        if spec.storage == "buffer":
+            count = max(spec.physical_numel, 1)
+            data, guard = guarded(layouts.poison_like((count,), element))
+            max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
+            if data.size > max_size:
+                raise DeviceLimitError(f"{label}: {data.size} bytes exceeds max-storage-buffer-binding-size {max_size}")
+            users.append(gpu_call(DispatchError, f"create buffer {label}", Buffer, device, int(data.size), label,
+                                  False, True))
+            tensor.buffer_shape, tensor.guard = (count,), guard
+        else:
+            extent = _texture_extent(device, spec, label)
+            users.append(gpu_call(DispatchError, f"create texture {label}", Image, device, extent,
+                                  "3d" if spec.storage == "texture3d" else "2d", layouts.TEXEL_FORMATS[element],
+                                  label, True))
+            data = None
+        datas.append(data)
+        tensor.handle, tensor.allocated = users[-1], spec
+    gpu_call(DispatchError, f"allocate {label}", SharedMemory, device, users, label)
+    buffers = [i for i, t in enumerate(tensors) if t.storage == "buffer"]
+    band = max(buffers, key=lambda i: tensors[i].guard, default=None)
+    for i, tensor in enumerate(tensors):
+        reach = tensor.guard if tensor.storage == "buffer" else int(users[i].requirements.size)
+        if band is not None and i != band and reach > tensors[band].guard:
+            band = None
+    for i in buffers:
+        if i != band:
+            tensors[i].guard = 0
+    if band is not None:
+        device.queue.write_buffer(users[band], 0, _byte_view(datas[band]))
+
+
+def _texture_extent(device: Any, spec: Any, label: str) -> tuple[int, int, int]:
+    if spec.element_dtype not in layouts.TEXEL_FORMATS:
+        raise DeviceLimitError(f"{label}: no texture format for dtype {spec.element_dtype}")
+    extent = tuple(max(e, 1) for e in spec.extents)  # an empty tensor (batch norm's unused outputs) gets one texel
+    key = "max-texture-dimension-3d" if spec.storage == "texture3d" else "max-texture-dimension-2d"
+    if max(extent) > device.limits[key]:
+        raise DeviceLimitError(f"{label}: {spec.storage} extent {tuple(extent)} (sizes {list(spec.sizes)}) exceeds "
+                               f"{key} {device.limits[key]}")
+    return extent  # type: ignore[return-value]
 
 
 GUARD_BYTES = 64

@@ -381,29 +381,41 @@ class Queue:
     def release_handles(self) -> tuple[Any, Any]:
         return self.pool, self.fence
 
-    def run(self, ops: Sequence[Record], what: str = "submission", barriers: bool = True) -> None:
-        """Record ``ops`` into one command buffer (a full barrier between two, with ``barriers``), submit, wait."""
+    def run(self, ops: Sequence[Record], what: str = "submission", barriers: bool = True,
+            keep: bool = False) -> "Recorded | None":
+        """Record ``ops`` into one command buffer (a full barrier between two, with ``barriers``), submit, wait;
+        with ``keep``, the command buffer is kept for ``resubmit`` (ET-VK's reusable command buffer)."""
         vk = binding()
         dev = self.device.handle
-        seen = len(LAYER_MESSAGES)
         cb = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
             commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        recorded = Recorded(self, cb, ops) if keep else None
         try:
             vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
-                flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+                flags=0 if keep else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
             for index, record in enumerate(ops):
                 if index and barriers:
                     full_barrier(vk, cb)
                 record(cb)
             _to_host(vk, cb)
             vk.vkEndCommandBuffer(cb)
-            vk_call(DispatchError, what, vk.vkQueueSubmit, self.handle, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])],
-                    self.fence)
-            with watchdog.waiting(what):
-                self._wait(vk, dev, what)
-            layer_errors(LAYER_MESSAGES[seen:], what)
+            self._submit(vk, cb, what)
         finally:
-            vk.vkFreeCommandBuffers(dev, self.pool, 1, [cb])
+            if recorded is None:
+                vk.vkFreeCommandBuffers(dev, self.pool, 1, [cb])
+        return recorded
+
+    def resubmit(self, recorded: "Recorded", what: str = "resubmission") -> None:
+        """Submit a kept command buffer again and wait (``submit_deferred_cmds_and_wait``)."""
+        self._submit(binding(), recorded.handle, what)
+
+    def _submit(self, vk: Any, cb: Any, what: str) -> None:
+        seen = len(LAYER_MESSAGES)
+        vk_call(DispatchError, what, vk.vkQueueSubmit, self.handle, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])],
+                self.fence)
+        with watchdog.waiting(what):
+            self._wait(vk, self.device.handle, what)
+        layer_errors(LAYER_MESSAGES[seen:], what)
 
     def _wait(self, vk: Any, dev: Any, what: str) -> None:
         while True:
@@ -415,9 +427,10 @@ class Queue:
                     raise
         vk.vkResetFences(dev, 1, [self.fence])
 
-    def submit(self, command_lists: Sequence[list[Record]]) -> None:
+    def submit(self, command_lists: Sequence[list[Record]], keep: bool = False) -> "Recorded | None":
         exact = bool(command_lists) and all(getattr(ops, "exact", False) for ops in command_lists)
-        self.run([op for ops in command_lists for op in ops], "submission", barriers=not exact)
+        return self.run([op for ops in command_lists for op in ops], "submission", barriers=not exact, keep=keep)
+
 
     def write_buffer(self, buffer: Buffer, buffer_offset: int, data: Any, data_offset: int = 0,
                      size: int | None = None) -> None:
@@ -484,3 +497,21 @@ class Queue:
         self.run([lambda cb: vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
                                                      vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 0, None, 0, None, 1,
                                                      [barrier])], "image layout")
+
+
+class Recorded:
+    """A kept command buffer, with what it records (whose closures keep its resources alive); freed when
+    unreferenced."""
+
+    def __init__(self, queue: Queue, handle: Any, ops: Sequence[Record]):
+        import weakref
+
+        self.handle, self.ops = handle, list(ops)
+        owned_by(queue.device, weakref.finalize(self, _free_command_buffer, queue.device.handle, queue.pool, handle))
+
+
+def _free_command_buffer(device: Any, pool: Any, handle: Any) -> None:
+    try:
+        binding().vkFreeCommandBuffers(device, pool, 1, [handle])
+    except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
+        pass

@@ -7,8 +7,9 @@ and stay in ``VK_IMAGE_LAYOUT_GENERAL`` (a storage image, a sampled image and a 
 
 from __future__ import annotations
 
+import functools
 import weakref
-from typing import Any
+from typing import Any, Sequence
 
 from vkdiff.device.boundary import DeviceLimitError, DeviceLostError, DispatchError
 from vkdiff.device.raw_vulkan import binding
@@ -50,9 +51,10 @@ def owned_by(device: Any, finalizer: weakref.finalize) -> None:
 
 
 class Buffer:
-    """A ``VkBuffer`` with its own memory: mapped where the device has direct memory (``host``: always)."""
+    """A ``VkBuffer`` with its own memory (mapped where the device has direct memory; ``host``: always), or bound to
+    a ``SharedMemory`` (``shared``; then created unbound, as ET-VK creates a ``SharedObject``'s users)."""
 
-    def __init__(self, device: VkDevice, size: int, label: str = "", host: bool = False):
+    def __init__(self, device: VkDevice, size: int, label: str = "", host: bool = False, shared: bool = False):
         vk = binding()
         self.device, self.size, self.label = device, size, label
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
@@ -60,7 +62,14 @@ class Buffer:
         dev = device.handle
         self.handle = vk_call(DispatchError, f"create buffer {label}", vk.vkCreateBuffer, dev, vk.VkBufferCreateInfo(
             size=max(size, 4), usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
-        need = vk.vkGetBufferMemoryRequirements(dev, self.handle)
+        self.requirements = vk.vkGetBufferMemoryRequirements(dev, self.handle)
+        self.shared: SharedMemory | None = None
+        self.mapped: Any = None
+        """The whole buffer as a writable byte view, or None (then reads and writes are staged)."""
+        if shared:
+            owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], None, False))
+            return
+        need = self.requirements
         visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         if host:
             kind = device.memory_type(need.memoryTypeBits, visible)
@@ -74,9 +83,13 @@ class Buffer:
         vk.vkBindBufferMemory(dev, self.handle, self.memory, 0)
         flags = device.memory.memoryTypes[kind].propertyFlags
         self.mapped = vk.vkMapMemory(dev, self.memory, 0, max(size, 4), 0) if (flags & visible) == visible else None
-        """The whole buffer as a writable byte view, or None (then reads and writes are staged)."""
         owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], self.memory,
                                           self.mapped is not None))
+
+    def bind(self, shared: "SharedMemory") -> None:
+        """Bind to ``shared`` at offset 0 (``VulkanBuffer::bind_allocation``)."""
+        binding().vkBindBufferMemory(self.device.handle, self.handle, shared.memory, 0)
+        self.shared, self.mapped = shared, shared.mapped
 
     def map_sync(self, mode: int = 1) -> None:
         if self.mapped is None:
@@ -93,9 +106,11 @@ class Buffer:
 
 
 class Image:
-    """A ``VkImage`` (3-D or 2-D, optimal tiling) kept in ``VK_IMAGE_LAYOUT_GENERAL``, with its view."""
+    """A ``VkImage`` (3-D or 2-D, optimal tiling) kept in ``VK_IMAGE_LAYOUT_GENERAL``, with its view; with its own
+    memory, or bound later to a ``SharedMemory`` (``shared``)."""
 
-    def __init__(self, device: VkDevice, extent: tuple[int, int, int], dimension: str, format: str, label: str):
+    def __init__(self, device: VkDevice, extent: tuple[int, int, int], dimension: str, format: str, label: str,
+                 shared: bool = False):
         vk = binding()
         if format not in VK_FORMATS:
             raise DeviceLimitError(f"{label}: no Vulkan format for texture format {format}")
@@ -118,24 +133,67 @@ class Image:
                                                    tiling=vk.VK_IMAGE_TILING_OPTIMAL, usage=usage,
                                                    sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE,
                                                    initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED), None)
-        need = vk.vkGetImageMemoryRequirements(dev, self.handle)
-        self.memory = vk_call(DeviceLimitError, f"allocate image {label}", vk.vkAllocateMemory, dev,
-                              vk.VkMemoryAllocateInfo(allocationSize=need.size, memoryTypeIndex=device.memory_type(
-                                  need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)), None)
-        vk.vkBindImageMemory(dev, self.handle, self.memory, 0)
+        self.requirements = vk.vkGetImageMemoryRequirements(dev, self.handle)
+        self.shared: SharedMemory | None = None
+        self.view: Any = None
+        if shared:
+            self._unbound = weakref.finalize(self, _free, dev, [(vk.vkDestroyImage, self.handle)], None, False)
+            return
+        need = self.requirements
+        memory = vk_call(DeviceLimitError, f"allocate image {label}", vk.vkAllocateMemory, dev,
+                         vk.VkMemoryAllocateInfo(allocationSize=need.size, memoryTypeIndex=device.memory_type(
+                             need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)), None)
+        vk.vkBindImageMemory(dev, self.handle, memory, 0)
+        self._finish(vk, memory)
+
+    def bind(self, shared: "SharedMemory") -> None:
+        """Bind to ``shared`` at offset 0 (``VulkanImage::bind_allocation``), then make the view."""
+        vk = binding()
+        vk.vkBindImageMemory(self.device.handle, self.handle, shared.memory, 0)
+        self._unbound.detach()
+        self.shared = shared
+        self._finish(vk, None)
+
+    def _finish(self, vk: Any, memory: Any) -> None:
+        dev = self.device.handle
         self.view = vk.vkCreateImageView(dev, vk.VkImageViewCreateInfo(
-            image=self.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_3D if dimension == "3d" else vk.VK_IMAGE_VIEW_TYPE_2D,
+            image=self.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_3D if self.dimension == "3d" else vk.VK_IMAGE_VIEW_TYPE_2D,
             format=self.vk_format, subresourceRange=subresource_range(vk)), None)
-        owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyImageView, self.view),
-                                                             (vk.vkDestroyImage, self.handle)],
-                                          self.memory, False))
-        device.queue.to_general(self)
+        destroy = [(vk.vkDestroyImageView, self.view), (vk.vkDestroyImage, self.handle)]
+        owned_by(self.device, weakref.finalize(self, _free, dev, destroy, memory, False))
+        self.device.queue.to_general(self)
 
     def create_view(self) -> "Image":
         return self
 
     def destroy(self) -> None:
         """Freed when unreferenced."""
+
+
+class SharedMemory:
+    """One allocation several buffers and images are bound to, at offset 0 (ET-VK's ``SharedObject``: its size and
+    alignment are the largest of its users')."""
+
+    def __init__(self, device: VkDevice, users: Sequence[Buffer | Image], label: str = ""):
+        vk = binding()
+        dev = device.handle
+        self.device, self.label = device, label
+        self.size = max(int(u.requirements.size) for u in users)
+        bits = functools.reduce(lambda a, b: a & b, (int(u.requirements.memoryTypeBits) for u in users))
+        if not bits:
+            raise DeviceLimitError(f"{label}: no memory type suits every user of the shared object")
+        if device._direct is not None and bits & (1 << device._direct):
+            kind = device._direct
+        else:
+            kind = device.memory_type(bits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        self.memory = vk_call(DeviceLimitError, f"allocate {self.size} bytes for {label}", vk.vkAllocateMemory, dev,
+                              vk.VkMemoryAllocateInfo(allocationSize=self.size, memoryTypeIndex=kind), None)
+        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        flags = device.memory.memoryTypes[kind].propertyFlags
+        self.mapped = vk.vkMapMemory(dev, self.memory, 0, self.size, 0) if (flags & visible) == visible else None
+        owned_by(device, weakref.finalize(self, _free, dev, [], self.memory, self.mapped is not None))
+        for user in users:
+            user.bind(self)
 
 
 def subresource_range(vk: Any) -> Any:
@@ -150,6 +208,8 @@ def _free(device: Any, destroy: list[tuple[Any, Any]], memory: Any, mapped: bool
             vk.vkUnmapMemory(device, memory)
         for fn, handle in destroy:
             fn(device, handle, None)
-        vk.vkFreeMemory(device, memory, None)
+        if memory is not None:
+            vk.vkFreeMemory(device, memory, None)
     except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
         pass
+

@@ -30,7 +30,8 @@ class DeviceDelegates:
         route (Route): the routing profile launchers pick shaders by.
         tree (Path | None): the ExecuTorch tree (shaders and ``port-stale``).
         probe (bool): read back every node's outputs (False: only the delegate outputs, for timing).
-        exact (bool): record ET-VK's own barriers between dispatches (raw Vulkan), and check the stream for hazards.
+        exact (bool): whole-graph mode: record ET-VK's own barriers between dispatches and bind each shared object's
+            users to one allocation (raw Vulkan; see ``ComputeGraph``), and check the stream for hazards.
         tamper (dict[int, Tamper] | None): per delegate index, host work injected after each node (tests).
         refuse (dict[int, str] | None): per delegate index, why it must not run here (ops vkdiff lacks a launcher
             or a reference for): its calls raise ``MissingLaunchersError`` with that reason, before any device work.
@@ -55,7 +56,7 @@ class DeviceDelegates:
             if graph is None:
                 graph = self.graphs[entry.index] = DelegateGraph(
                     self.ctx, entry.graph, route=self.route, tree=self.tree, probe=self.probe,
-                    tamper=self.tamper.get(entry.index), exact=self.exact)
+                    tamper=self.tamper.get(entry.index), exact=self.exact, alias=self.exact)
             run = graph.execute(inputs)
         except Exception as exc:
             exc.stale = stale_for(entry.graph, self.tree)

@@ -274,11 +274,27 @@ def _replay_graphs(model: PreparedProgram, ctx, route, tree, replays: int, first
                 for index, (ours, theirs) in enumerate(zip(call.record.outputs, baseline[call.delegate])):
                     found = difference_map(ours, theirs) if np.shape(ours) == np.shape(theirs) else None
                     if found is None or found["differing"]:
-                        return _replay_differs(replay, replays, step, call.delegate, index, found, status, fields)
+                        status, fields = _replay_differs(replay, replays, step, call.delegate, index, found,
+                                                         status, fields)
+                        fields["metrics"]["replays"]["memory"] = _memory_plan(device)
+                        return status, fields
     seconds = time.perf_counter() - started
     fields.setdefault("metrics", {})["replays"] = {"count": replays, "identical": True, "seconds": round(seconds, 3),
-                                                   "per_second": round(executed / max(seconds, 1e-9), 1)}
+                                                   "per_second": round(executed / max(seconds, 1e-9), 1),
+                                                   "memory": _memory_plan(device)}
     return status, fields
+
+
+def _memory_plan(device) -> dict[str, Any]:
+    """Shared objects over the delegates replayed, and whether their users were bound to one allocation (raw Vulkan)
+    or kept their own storage (wgpu cannot alias)."""
+    plans = [graph.graph.memory_plan for graph in device.graphs.values()]
+    aliased = all(p["aliased"] for p in plans)
+    return {"shared_objects": sum(p["shared_objects"] for p in plans), "users": sum(p["users"] for p in plans),
+            "storage": "one allocation per shared object" if aliased else
+            "each tensor its own (wgpu cannot bind two resources to one allocation)",
+            "command_buffer": "recorded once, resubmitted" if plans and all(p["recorded"] for p in plans)
+            else "re-encoded each execute"}
 
 
 def _replay_differs(replay: int, replays: int, step: int, delegate: int, index: int, found: dict | None,

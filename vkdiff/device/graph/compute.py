@@ -32,9 +32,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import numpy as np
 
-from vkdiff.device import layouts, resources
+from vkdiff.device import layouts, resources, watchdog
 from vkdiff.device.barriers import port_for
-from vkdiff.device.boundary import DtypeMismatchError, EtVkRefusal, OutOfBoundsError
+from vkdiff.device.boundary import DispatchError, DtypeMismatchError, EtVkRefusal, OutOfBoundsError, gpu_call
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
@@ -171,7 +171,7 @@ class Launch:
 class ComputeGraph:
     """Device tensors, SymInts, the prepack cache and the execute chain of one graph on one device."""
 
-    def __init__(self, ctx: DeviceContext, route: Route | None = None, exact: bool = False):
+    def __init__(self, ctx: DeviceContext, route: Route | None = None, exact: bool = False, alias: bool = False):
         self.ctx = ctx
         self._batch: Batch | None = None
         self.device = ctx.device
@@ -214,6 +214,21 @@ class ComputeGraph:
         self.exact = exact and getattr(self.device, "transport", "wgpu") == "vulkan"
         """Record ET-VK's own barriers between dispatches instead of the transport's full ones (whole-graph mode on
         raw Vulkan; wgpu always inserts its own)."""
+        self.alias = alias and getattr(self.device, "transport", "wgpu") == "vulkan"
+        """Tensors of one ``SharedObject`` are bound to one allocation (raw Vulkan; wgpu cannot alias resources, so
+        there each keeps its own storage)."""
+        self.shared: dict[int, list[Tensor]] = {}
+        """Users of each shared object by index, in the order they were added."""
+        self.shared_count = 0
+        """``shared_objects_.size()``: one past the largest shared object index so far."""
+        self._tmp_free: list[int] = []
+        """``tmp_shared_object_idxs_``: shared objects a released ``TmpTensor`` gave back (a stack)."""
+        self._tmp_scopes: list[list[int]] = []
+        self._unallocated: set[int] = set()
+        """Shared objects whose users await ``prepare`` (aliasing defers storage until every user is known)."""
+        self._recorded: Any = None
+        """The command buffer of the latest execute, resubmitted as ET-VK resubmits ``deferred_cmd_list_`` until a
+        resize re-encodes (raw Vulkan, exact barriers, no host work in the chain)."""
 
     @property
     def executing(self) -> bool:
@@ -232,17 +247,64 @@ class ComputeGraph:
             self._probing = was
 
     def add_tensor(self, sizes: Sequence[int], dtype: str, storage: Storage, layout: Layout = "width",
-                   label: str = "tensor") -> Tensor:
-        """``ComputeGraph::add_tensor``: a poisoned tensor with ET-VK's metadata (also ``TmpTensor``)."""
+                   label: str = "tensor", memory: int = -1, temporary: bool = False) -> Tensor:
+        """``ComputeGraph::add_tensor``: a poisoned tensor with ET-VK's metadata.
+
+        ``memory``: the shared object it is a user of (the serialized ``mem_obj_id``; -1: its own memory).
+        ``temporary``: a ``TmpTensor``, whose shared object comes from the released ones (``get_sobj_idx``) and goes
+        back when the innermost ``tmp_scope`` ends. With ``alias``, a shared object's users get their storage at
+        ``prepare``."""
         if dtype == "float16" and not self.route.float16_buffers:
             dtype = "float32"
         if dtype == "int8" and str(layout).startswith(INT8X4):
             dtype = INT8X4
+        if temporary:
+            memory = self._tmp_free.pop() if self._tmp_free else self.shared_count
+            if self._tmp_scopes:
+                self._tmp_scopes[-1].append(memory)
         spec = TensorSpec(tuple(int(s) for s in sizes), dtype, storage, layout)
+        if memory >= 0:
+            self.shared_count = max(self.shared_count, memory + 1)
+            if self.alias:
+                tensor = Tensor(shape=spec.sizes, dtype=spec.element_dtype, storage=storage, handle=None, spec=spec,
+                                allocated=spec, memory=memory)
+                self.shared.setdefault(memory, []).append(tensor)
+                self._unallocated.add(memory)
+                return tensor
         tensor = resources.allocate(self.device, spec, label)
+        tensor.memory = memory
+        if memory >= 0:
+            self.shared.setdefault(memory, []).append(tensor)
         if tensor.guard:
             self.guarded.append(tensor)
         return tensor
+
+    @contextlib.contextmanager
+    def tmp_scope(self) -> Iterator[None]:
+        """The C++ scope of ``TmpTensor``s: those added inside give their shared objects back at its end, last
+        first, as their destructors run."""
+        self._tmp_scopes.append([])
+        try:
+            yield
+        finally:
+            self._tmp_free.extend(reversed(self._tmp_scopes.pop()))
+
+    @property
+    def memory_plan(self) -> dict[str, Any]:
+        """How the shared objects were backed: objects with more than one user, their users, whether bound to one
+        allocation (``alias``), and the recorded command buffer's resubmissions."""
+        shared = {m: users for m, users in self.shared.items() if len(users) > 1}
+        return {"shared_objects": len(shared), "users": sum(len(u) for u in shared.values()),
+                "aliased": self.alias, "recorded": self._recorded is not None}
+
+    def prepare(self) -> None:
+        """``SharedObject::allocate`` and ``bind_users`` for every shared object still unallocated (after the
+        build, as ``ComputeGraph::prepack`` does once every node is added)."""
+        for memory in sorted(self._unallocated):
+            users = self.shared[memory]
+            resources.allocate_shared(self.device, users, f"shared object {memory} ({len(users)} users)")
+            self.guarded.extend(t for t in users if t.guard)
+        self._unallocated.clear()
 
     def virtual_resize(self, tensor: Tensor, sizes: Sequence[int]) -> None:
         """``ComputeGraph::virtual_resize``: new sizes within the allocation; its metadata UBOs follow."""
@@ -384,26 +446,36 @@ class ComputeGraph:
                                               data_dependent=data_dependent))
 
     def propagate_resize(self) -> None:
-        """``ComputeGraph::propagate_resize``: every node, in order, re-derives what its updated arguments change."""
+        """``ComputeGraph::propagate_resize``: every node, in order, re-derives what its updated arguments change;
+        any change drops the recorded command buffer (``requires_reencode_``)."""
         for node in self.execute_nodes:
             tick = time.perf_counter()
             updated = any(self.was_value_updated(a) for a in node.args)
             if node.resize is not None and (updated or node.data_dependent):
                 node.resize()
                 updated = True
+            if updated:
+                self._recorded = None
             if updated and node.shader is not None and node.dynamic:
                 node.pick()
             self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
 
     def execute(self) -> None:
-        """``ComputeGraph::execute``: encode and submit every execute node with current parameters."""
+        """``ComputeGraph::execute``: encode and submit every execute node with current parameters; where ET-VK
+        would resubmit its recorded command buffer, resubmit the one recorded."""
+        self.prepare()
         self.executions += 1
+        if self._recorded is not None:
+            self._resubmit()
+            return
         self.dispatches = [d for d in self.dispatches if d.execution == 0]
         self._bound = [(d, bound) for d, bound in self._bound if d.execution == 0]
         if self.sync is not None:
             self.sync.begin_submission()
         self._executing = True
-        self._batch = Batch(self.device, exact=self.exact) if not hasattr(self.device, "record_dispatch") else None
+        recordable = self.exact and not any(node.run is not None for node in self.execute_nodes)
+        self._batch = (Batch(self.device, exact=self.exact, keep=recordable)
+                       if not hasattr(self.device, "record_dispatch") else None)
         try:
             for node in self.execute_nodes:
                 tick = time.perf_counter()
@@ -418,12 +490,30 @@ class ComputeGraph:
                     raise
                 self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
             self._flush()
+            self._recorded = self._batch.recorded if recordable else None
             self.check_guards()
             if self.sync is not None:
                 self.sync.check()
         finally:
             self._executing = False
             self._batch = None
+            self._updated.clear()
+
+    def _resubmit(self) -> None:
+        """``submit_deferred_cmds_and_wait``: the recorded stream again, its dispatches logged as this execute's
+        (its barriers were checked when it was recorded, and are the same)."""
+        recorded = [d for d in self.dispatches if d.execution != 0]
+        self.dispatches = [d for d in self.dispatches if d.execution == 0] + [
+            dataclasses.replace(d, execution=self.executions) for d in recorded]
+        self._executing = True
+        try:
+            for d in recorded:
+                watchdog.note_dispatch(d.shader)
+            gpu_call(DispatchError, f"resubmitting {len(recorded)} dispatches", self.device.queue.resubmit,
+                     self._recorded, "graph replay")
+            self.check_guards()
+        finally:
+            self._executing = False
             self._updated.clear()
 
     def _host_work(self, run: Callable[[], None]) -> None:
@@ -455,12 +545,14 @@ class ComputeGraph:
                 raise self._out_of_bounds(tensor, changed)
 
     def _out_of_bounds(self, tensor: Tensor, changed: np.ndarray) -> OutOfBoundsError:
-        writers = [(d, i) for d, bound in self._bound for i, r in enumerate(bound) if r is tensor]
+        users = self.shared[tensor.memory] if self.alias and tensor.memory >= 0 else [tensor]
+        writers = [(d, i) for d, bound in self._bound for i, r in enumerate(bound) if any(r is u for u in users)]
         named = "; ".join(f"{d.shader} binding {i}" + (f" (node {d.node})" if d.node is not None else "")
                           for d, i in writers[:4]) or "no dispatch bound it"
         error = OutOfBoundsError(
             f"{changed.size} of {resources.GUARD_BYTES} canary bytes after {tensor.spec.storage} tensor "
-            f"{list(tensor.allocated.sizes)} {tensor.spec.dtype} changed (first at byte {int(changed[0])} past its "
+            f"{list(tensor.allocated.sizes)} {tensor.spec.dtype}"
+            f"{f' (shared object {tensor.memory}, {len(users)} users)' if len(users) > 1 else ''} changed (first at byte {int(changed[0])} past its "
             f"storage): written out of bounds by one of: {named}")
         if writers:
             error.node_index, error.shader = writers[0][0].node, writers[0][0].shader

@@ -147,8 +147,8 @@ def build_values(graph: ComputeGraph, delegate: Delegate) -> dict[int, Any]:
             values[vid] = TensorRef(id=vid, data=np.asarray(delegate.constants[vid]))
         else:
             storage, layout = _tensor_placement(info)
-            values[vid] = graph.add_tensor(info.dims, info.dtype, storage, layout, label=f"%{vid}")
-            values[vid].memory = info.mem_obj_id
+            values[vid] = graph.add_tensor(info.dims, info.dtype, storage, layout, label=f"%{vid}",
+                                           memory=info.mem_obj_id)
     for vid, value in enumerate(delegate.values):
         if value.get("kind") == "SymInt":
             values[vid] = SymInt(int(delegate.value(vid) or 0))
@@ -159,7 +159,7 @@ class DelegateGraph:
     """A delegate built on one device, executed as many times as asked (``VulkanBackend`` init + execute)."""
 
     def __init__(self, ctx: DeviceContext, delegate: Delegate, *, route: Route, tree: Path | None = None,
-                 probe: bool = True, tamper: Tamper | None = None, exact: bool = False):
+                 probe: bool = True, tamper: Tamper | None = None, exact: bool = False, alias: bool = False):
         """Build the graph (prepack nodes run now).
 
         Raises:
@@ -172,7 +172,7 @@ class DelegateGraph:
         start = time.perf_counter()
         self.delegate, self.route, self.tree = delegate, route, tree
         self.stale = stale_for(delegate, tree)
-        self.graph = graph = ComputeGraph(ctx, route, exact=exact)
+        self.graph = graph = ComputeGraph(ctx, route, exact=exact, alias=alias)
         self.values = build_values(graph, delegate)
         tensor_inputs = [vid for vid in delegate.input_ids if isinstance(self.values[vid], Tensor)]
         self.stagings = {vid: add_input_staging(graph, self.values[vid]) for vid in tensor_inputs}
@@ -192,6 +192,7 @@ class DelegateGraph:
         for vid in delegate.output_ids:
             if vid not in self.readbacks:
                 self.readbacks[vid] = read_nchw(graph, self.values[vid])
+        graph.prepare()
         self.build_seconds = time.perf_counter() - start
 
     def _add_op(self, operation, launcher: Launcher, tamper: Tamper | None) -> "_BuiltNode":
@@ -205,7 +206,8 @@ class DelegateGraph:
         out = outputs[0] if len(outputs) == 1 else tuple(outputs)
         tick = time.perf_counter()
         try:
-            launcher.add_node(graph, args, out)
+            with graph.tmp_scope():
+                launcher.add_node(graph, args, out)
             graph.node = None  # probes, like the output probes, are not the node's work
             mutated = [vid for arg in call.schema.arguments if arg.mutable
                        for vid in [call.args.get(arg.name)] if vid in graph.states]

@@ -75,7 +75,7 @@ def add_concat_node(graph: ComputeGraph, tensors: Sequence[Tensor], dim: int, ou
     ndim = len(tensors[0].spec.sizes)
     dim = dim + ndim if dim < 0 else dim
     dim_whcn = ndim - 1 - dim % ndim
-    offset = graph.add_tensor((1,), "int32", "buffer", "width", label="concat_offset")
+    offset = graph.add_tensor((1,), "int32", "buffer", "width", temporary=True, label="concat_offset")
     graph.dispatch("set_zero_int32", global_wg=(1, 1, 1), local_wg=(1, 1, 1),
                    resources=[offset, graph.numel_ubo(offset)])
     for start in range(0, len(tensors), BATCH_SIZE):

@@ -112,9 +112,9 @@ def conv2d_gemm_impl(graph: ComputeGraph, x: Tensor, weight: TensorRef, bias: Te
     num_tiles = div_up(h_out, oh_tile)
     storage = pick_im2col_storage(graph, k4_total, oh_tile * w_out, w_out, oh_tile)
     if storage == "texture3d":
-        scratch = graph.add_tensor((1, k_total, oh_tile, w_out), x.spec.dtype, storage, "channels", label="im2col")
+        scratch = graph.add_tensor((1, k_total, oh_tile, w_out), x.spec.dtype, storage, "channels", temporary=True, label="im2col")
     else:
-        scratch = graph.add_tensor((oh_tile * w_out, k_total), x.spec.dtype, storage, "width", label="im2col")
+        scratch = graph.add_tensor((oh_tile * w_out, k_total), x.spec.dtype, storage, "width", temporary=True, label="im2col")
     packed_weight = prepack_conv2d_gemm_weight(graph, weight)
     packed_bias = prepack_biases(graph, bias, weight, False, "texture2d", "width")
     check_conv_args(x, out)

@@ -85,7 +85,7 @@ def fused_ce(graph: ComputeGraph, args: Mapping[str, Any], out: tuple[Tensor, Te
     loss, dlogits = out
     check_fused_ce(logits, labels, loss, dlogits)
     n_rows, vocab = (int(s) for s in logits.spec.sizes)
-    partial = graph.add_tensor((n_rows,), logits.spec.dtype, "buffer", "width", label="loss_partial")
+    partial = graph.add_tensor((n_rows,), logits.spec.dtype, "buffer", "width", temporary=True, label="loss_partial")
 
     def resize() -> None:
         graph.virtual_resize(dlogits, logits.spec.sizes)

@@ -142,16 +142,16 @@ def linear_dq8ca_q4gsw(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor
     weight_scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     bias_ref = args.get("bias")
     bias = (prepack_standard(graph, bias_ref, "buffer", "width") if bias_ref is not None
-            else graph.add_tensor((), out.spec.dtype, "buffer", "width", label="dummy_bias"))
+            else graph.add_tensor((), out.spec.dtype, "buffer", "width", temporary=True, label="dummy_bias"))
     if not graph.route.int8_dot_product:
         add_linear_qw_node(graph, out, x, weight, weight_scales, bias, group_size, apply_bias=bias_ref is not None)
         return
     scales, zps = args["input_scales"], args["input_zp"]
     weight_sums = prepack_standard(graph, args["weight_sums"], "buffer", "width")
-    packed_input = graph.add_tensor(x.spec.sizes, "int8x4", "buffer", "int8x4_4h4w", label="packed_int_input")
+    packed_input = graph.add_tensor(x.spec.sizes, "int8x4", "buffer", "int8x4_4h4w", temporary=True, label="packed_int_input")
     num_groups = args["weight_scales"].data.shape[-2]
     sums = graph.add_tensor((num_groups * div_up(val_at(-2, x.spec.sizes), 4) * 4,), "int32", "buffer", "width",
-                            label="int_input_sums")
+                            temporary=True, label="int_input_sums")
     add_quantize_and_pack_4h4w_with_group_sums_node(graph, x, sums, scales, zps, packed_input, group_size)
     add_linear_dqa_qw_node(graph, out, x, packed_input, sums, scales, zps, weight, weight_sums, weight_scales, bias,
                            group_size, apply_bias=bias_ref is not None)

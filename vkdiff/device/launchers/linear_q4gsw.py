@@ -158,7 +158,7 @@ def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
     scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     bias_ref = args.get("bias")
     bias = (prepack_standard(graph, bias_ref, "buffer", "width") if bias_ref is not None
-            else graph.add_tensor((), out.dtype.name, "buffer", "width", label="dummy_bias"))
+            else graph.add_tensor((), out.dtype.name, "buffer", "width", temporary=True, label="dummy_bias"))
     add_linear_qw_node(graph, out, x, packed, scales, bias, group_size, apply_bias=bias_ref is not None)
 
 

@@ -129,7 +129,7 @@ def _prepacked(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor, weight
     scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     bias_ref = args.get("bias")
     bias = (prepack_standard(graph, bias_ref, "buffer", "width") if bias_ref is not None
-            else graph.add_tensor((), out.spec.dtype, "buffer", "width", label="dummy_bias"))
+            else graph.add_tensor((), out.spec.dtype, "buffer", "width", temporary=True, label="dummy_bias"))
     return weight, scales, bias, bias_ref is not None
 
 
@@ -177,6 +177,6 @@ def linear_q8ta_q8csw(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor,
     check_route("route", route, "int8")
     scale, zero_point = float(np.float32(args["input_scale"])), int(args["input_zero_point"])
     sums = prepack_standard(graph, args["weight_sums"], "buffer", "width")
-    packed_input = graph.add_tensor(x.spec.sizes, "int8x4", "buffer", "int8x4_4h4w", label="packed_int_input")
+    packed_input = graph.add_tensor(x.spec.sizes, "int8x4", "buffer", "int8x4_4h4w", temporary=True, label="packed_int_input")
     add_quantize_and_pack_4h4w_node(graph, x, packed_input, scale, zero_point)
     add_linear_qa_qw_node(graph, out, x, packed_input, weight, sums, scales, bias, scale, zero_point, apply_bias)

@@ -186,9 +186,9 @@ def add_linear_qcs8w_node(graph: ComputeGraph, x: Tensor, weight_ref: TensorRef,
     x_w, out_w = x, out
     views = out.spec.storage != "buffer" and x.spec.info.packed_dim != 0
     if views:
-        x_w = graph.add_tensor(x.spec.sizes, x.spec.dtype, x.spec.storage, "width", label="mat1_W_packed")
+        x_w = graph.add_tensor(x.spec.sizes, x.spec.dtype, x.spec.storage, "width", temporary=True, label="mat1_W_packed")
         view_copy.view(graph, {"self": x, "size": None}, x_w)
-        out_w = graph.add_tensor(out.spec.sizes, out.spec.dtype, out.spec.storage, "width", label="out_W_packed")
+        out_w = graph.add_tensor(out.spec.sizes, out.spec.dtype, out.spec.storage, "width", temporary=True, label="out_W_packed")
     q_mat2 = prepack_standard_hw_transposed(graph, weight_ref, out.spec.storage)
     scales = prepack_standard(graph, scales_ref, out.spec.storage, "width")
     name = f"linear_qcs8w_W_packed_W_packed_{SUFFIX[out_w.spec.dtype]}_{out_w.spec.storage}"

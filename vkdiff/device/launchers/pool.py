@@ -111,7 +111,7 @@ def add_max_pool2d_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, Any],
     dilation, ceil_mode = args.get("dilation", [1, 1]), bool(args.get("ceil_mode", False))
     write_indices = int(indices is not None)
     if indices is None:
-        indices = graph.add_tensor((), x.spec.dtype, x.spec.storage, "width", label="tmp_indices")
+        indices = graph.add_tensor((), x.spec.dtype, x.spec.storage, "width", temporary=True, label="tmp_indices")
     check_pool2d_args(x, out)
     params = graph.uniform(kernel2d_params(kernel, stride, padding, dilation), "kernel2d_params")
 

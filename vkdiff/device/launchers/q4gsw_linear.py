@@ -97,7 +97,7 @@ def prepack_q4_scales(graph: ComputeGraph, scales: TensorRef, dtype: str) -> Ten
 
 def _bias(graph: ComputeGraph, bias: TensorRef | None, out: Tensor) -> tuple[Tensor, int]:
     if bias is None:
-        return graph.add_tensor((), out.spec.dtype, "buffer", "width", label="dummy_bias"), 0
+        return graph.add_tensor((), out.spec.dtype, "buffer", "width", temporary=True, label="dummy_bias"), 0
     return prepack_standard(graph, bias, "buffer", "width"), 1
 
 
@@ -159,12 +159,12 @@ def q4gsw_linear(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> N
     spec = {3: apply_bias, 4: k, 5: group_size}
     storage, dtype = out.spec.storage, SUFFIX[out.spec.dtype]
     if in_dtype == "float32":
-        tin = graph.add_tensor((), in_dtype, "buffer", "width", label="dummy_transposed_input")
+        tin = graph.add_tensor((), in_dtype, "buffer", "width", temporary=True, label="dummy_transposed_input")
         name = f"q4gsw_linear_gemm__w_4x8_nc_{storage}_{dtype}"
         tile, local = GEMM_TILE, (8, 8, 1)
     else:
         m = val_at(-2, x.spec.sizes)
-        tin = graph.add_tensor((k * div_up(m, 4) * 4,), in_dtype, "buffer", "width", label="transposed_input")
+        tin = graph.add_tensor((k * div_up(m, 4) * 4,), in_dtype, "buffer", "width", temporary=True, label="transposed_input")
         add_transpose_cast_contig_to_vectorized_node(graph, x, tin)
         name = f"q4gsw_linear_gemm__tin__w_4x8_nc_{storage}_{dtype}"
         tile, local = TIN_GEMM_TILE, (1, 128, 1)

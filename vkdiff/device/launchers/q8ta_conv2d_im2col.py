@@ -88,7 +88,7 @@ def im2col_conv(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> No
     geometry = [args[k] for k in GEOMETRY]
     sizes = calculate_q8ta_im2col_sizes(x.spec.sizes, tuple(out.spec.sizes[-2:]), args["kernel_size"],
                                         int(args["groups"]))
-    im2col = graph.add_tensor(sizes, "int8", "buffer", "int8x4_4w4c", label="q8ta_im2col")
+    im2col = graph.add_tensor(sizes, "int8", "buffer", "int8x4_4w4c", temporary=True, label="q8ta_im2col")
     add_q8ta_im2col_node(graph, x, args, out, im2col)
     q8ta_conv2d_pw.add_q8ta_conv2d_pw_node(graph, im2col, args, weight, qparams, activation, out,
                                            groups=int(args["groups"]),

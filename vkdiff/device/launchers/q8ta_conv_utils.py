@@ -208,7 +208,7 @@ def prepack_qparams(graph: ComputeGraph, args: Mapping[str, Any]) -> tuple[Tenso
     bias: TensorRef | None = args.get("bias")
     if bias is None:
         dtype = np.asarray(args["weight_scales"].data).dtype.name
-        return sums, scales, graph.add_tensor((), dtype, "buffer", "width", label="dummy_bias")
+        return sums, scales, graph.add_tensor((), dtype, "buffer", "width", temporary=True, label="dummy_bias")
     return sums, scales, prepack_standard(graph, bias, "buffer", "width")
 
 

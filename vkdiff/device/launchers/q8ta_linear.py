@@ -129,7 +129,7 @@ def prepack_q8ta_linear_args(graph: ComputeGraph, args: Mapping[str, Any]
     weight = prepack_quantized_linear_weight(graph, args["weights"])
     scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     sums = prepack_standard(graph, args["weight_sums"], "buffer", "width")
-    dummy = graph.add_tensor((), scales.spec.dtype, "buffer", "width", label="dummy_bias")
+    dummy = graph.add_tensor((), scales.spec.dtype, "buffer", "width", temporary=True, label="dummy_bias")
     bias = dummy if args.get("bias") is None else prepack_standard(graph, args["bias"], "buffer", "width")
     return weight, sums, scales, bias, activation_type_from_string(str(args.get("activation", "none")))
 

@@ -106,7 +106,7 @@ def output_of(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ..
 def prepack_bias(graph: ComputeGraph, bias: TensorRef | None, dtype: str) -> Tensor:
     """The bias buffer, or the empty dummy tensor ``quantized_conv2d_impl`` binds in its slot."""
     if bias is None:
-        return graph.add_tensor((), dtype, "buffer", "width", label="dummy_bias")
+        return graph.add_tensor((), dtype, "buffer", "width", temporary=True, label="dummy_bias")
     return prepack_standard(graph, bias, "buffer", "width")
 
 
@@ -189,13 +189,13 @@ def quantized_conv2d_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
     apply_bias = args.get("bias") is not None
     m, k = calculate_input_im2col_sizes(out, p)
     if not graph.route.int8_dot_product or not quantized:
-        im2col = graph.add_tensor((m, k), "float32", "buffer", "width", label="input_im2col")
+        im2col = graph.add_tensor((m, k), "float32", "buffer", "width", temporary=True, label="input_im2col")
         add_input_im2col_node(graph, x, out, im2col, p)
         add_conv2d_linear_node(graph, "conv2d_q8csw_linear_tiled", out, im2col, x, [weight, scales, bias], p,
                                apply_bias)
         return "weight_only"
     sums = prepack_standard(graph, args["weight_sums"], "buffer", "width")
-    im2col = graph.add_tensor((m, k), "int8x4", "buffer", "int8x4_4h4w", label="input_int_im2col")
+    im2col = graph.add_tensor((m, k), "int8x4", "buffer", "int8x4_4h4w", temporary=True, label="input_int_im2col")
     scale, zp = float(args["input_scale"]), int(args["input_zero_point"])
     add_quantize_and_pack_im2col_node(graph, x, out, im2col, p, scale, zp)
     add_conv2d_linear_node(graph, "conv2d_q8ta_q8csw_linear_tiled", out, im2col, x, [weight, sums, scales, bias], p,

@@ -223,7 +223,7 @@ def static_quantized_conv2d_impl(graph: ComputeGraph, args: Mapping[str, Any], o
     im2col = x
     if use_im2col and not pointwise:
         im2col = graph.add_tensor(calculate_packed_int8_input_im2col_sizes(out, p), "int8x4", x.storage,
-                                  OPTIMIZED_LAYOUT, label="packed_int8_input_im2col")
+                                  OPTIMIZED_LAYOUT, temporary=True, label="packed_int8_input_im2col")
         add_input_im2col_packed_int8_node(graph, args, x, out, im2col, p)
     add_conv2d_q8ta_q8csw_q8to_4w4c_node(graph, args, im2col, out, bound, p, apply_bias, use_im2col)
     return ("pw" if pointwise else "im2col") if use_im2col else "direct"
