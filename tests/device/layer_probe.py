@@ -16,7 +16,7 @@ from vkdiff.device.graph import compute, sync
 from vkdiff.harness.kernels import run_case
 
 real_init = compute.ComputeGraph.__init__
-compute.ComputeGraph.__init__ = lambda self, ctx, route=None, exact=False: real_init(self, ctx, route, exact=True)
+compute.ComputeGraph.__init__ = lambda self, ctx, route=None, exact=False, alias=False: real_init(self, ctx, route, True, alias)
 sync.transition = lambda *args: None
 sync.SyncRecorder.check = lambda self: None
 found = select(via="vulkan")

@@ -387,6 +387,7 @@ class Queue:
         with ``keep``, the command buffer is kept for ``resubmit`` (ET-VK's reusable command buffer)."""
         vk = binding()
         dev = self.device.handle
+        seen = len(LAYER_MESSAGES)  # the layer reports hazards within a command buffer as they are recorded
         cb = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
             commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         recorded = Recorded(self, cb, ops) if keep else None
@@ -399,7 +400,7 @@ class Queue:
                 record(cb)
             _to_host(vk, cb)
             vk.vkEndCommandBuffer(cb)
-            self._submit(vk, cb, what)
+            self._submit(vk, cb, what, seen)
         finally:
             if recorded is None:
                 vk.vkFreeCommandBuffers(dev, self.pool, 1, [cb])
@@ -407,10 +408,9 @@ class Queue:
 
     def resubmit(self, recorded: "Recorded", what: str = "resubmission") -> None:
         """Submit a kept command buffer again and wait (``submit_deferred_cmds_and_wait``)."""
-        self._submit(binding(), recorded.handle, what)
+        self._submit(binding(), recorded.handle, what, len(LAYER_MESSAGES))
 
-    def _submit(self, vk: Any, cb: Any, what: str) -> None:
-        seen = len(LAYER_MESSAGES)
+    def _submit(self, vk: Any, cb: Any, what: str, seen: int) -> None:
         vk_call(DispatchError, what, vk.vkQueueSubmit, self.handle, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])],
                 self.fence)
         with watchdog.waiting(what):
