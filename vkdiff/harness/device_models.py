@@ -254,8 +254,9 @@ def _replay_graphs(model: PreparedProgram, ctx, route, tree, replays: int, first
                    fields: dict[str, Any]) -> tuple[Status, dict[str, Any]]:
     """Every call's delegates built once more without probes and with ET-VK's own barriers (raw Vulkan; through wgpu,
     wgpu's) and executed ``replays`` times: a delegate output that differs between replays, or from the node-by-node
-    run, is ``NONDETERMINISTIC`` with a map of where; a stream no barrier orders is ``FAIL_SYNC``; else the
-    node-by-node verdict stands (it compared the same bits with the references)."""
+    run, is ``NONDETERMINISTIC`` with a map of where (and the stream's hazard, if any); a stream no barrier orders
+    whose replays agree is ``FAIL_SYNC`` (with ``--validate`` at once); else the node-by-node verdict stands (it
+    compared the same bits with the references)."""
     from vkdiff.executors.device import DeviceDelegates
     from vkdiff.executors.program import FirstOf, ReferenceDelegates, run_method
     from vkdiff.executors.torch_delegates import TorchDelegates
@@ -277,12 +278,27 @@ def _replay_graphs(model: PreparedProgram, ctx, route, tree, replays: int, first
                         status, fields = _replay_differs(replay, replays, step, call.delegate, index, found,
                                                          status, fields)
                         fields["metrics"]["replays"]["memory"] = _memory_plan(device)
+                        hazard = _hazard(device)
+                        if hazard is not None:
+                            fields["reason"] += f"; the recorded stream has a hazard: {hazard}"
                         return status, fields
     seconds = time.perf_counter() - started
     fields.setdefault("metrics", {})["replays"] = {"count": replays, "identical": True, "seconds": round(seconds, 3),
                                                    "per_second": round(executed / max(seconds, 1e-9), 1),
                                                    "memory": _memory_plan(device)}
+    hazard = _hazard(device)
+    if hazard is not None:
+        where = ("on this device: latent here" if getattr(ctx.device, "transport", "wgpu") == "vulkan" else
+                 "through wgpu, which orders every dispatch itself")
+        reason = f"{hazard} ({replays} whole-graph replays identical {where}; node by node alone: {status.name})"
+        return Status.FAIL_SYNC, {**fields, "reason": reason, "node": {"index": hazard.node_index},
+                                  "shader": hazard.shader}
     return status, fields
+
+
+def _hazard(device) -> Any:
+    """The first hazard kept by a delegate's graph (``ComputeGraph.hazard``), or None."""
+    return next((g.graph.hazard for g in device.graphs.values() if g.graph.hazard is not None), None)
 
 
 def _memory_plan(device) -> dict[str, Any]:

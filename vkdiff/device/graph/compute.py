@@ -34,7 +34,8 @@ import numpy as np
 
 from vkdiff.device import layouts, resources, watchdog
 from vkdiff.device.barriers import port_for
-from vkdiff.device.boundary import DispatchError, DtypeMismatchError, EtVkRefusal, OutOfBoundsError, gpu_call
+from vkdiff.device.boundary import (DispatchError, DtypeMismatchError, EtVkRefusal, OutOfBoundsError, SyncHazardError,
+                                    gpu_call)
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
@@ -211,6 +212,9 @@ class ComputeGraph:
         self.sync = SyncRecorder(port_for(ctx.builder.et_src)) if getattr(ctx, "validate", False) or exact else None
         """With ``--validate`` (or ``exact``): ET-VK's barriers for every dispatch, and the latest execute's stream
         (``hazards``)."""
+        self.hazard: SyncHazardError | None = None
+        """Without ``--validate``, in whole-graph mode: the first hazard of the recorded stream, kept (not raised) so
+        the replays show what the device makes of it (the caller reports it)."""
         self.exact = exact and getattr(self.device, "transport", "wgpu") == "vulkan"
         """Record ET-VK's own barriers between dispatches instead of the transport's full ones (whole-graph mode on
         raw Vulkan; wgpu always inserts its own)."""
@@ -493,11 +497,20 @@ class ComputeGraph:
             self._recorded = self._batch.recorded if recordable else None
             self.check_guards()
             if self.sync is not None:
-                self.sync.check()
+                self._check_sync()
         finally:
             self._executing = False
             self._batch = None
             self._updated.clear()
+
+    def _check_sync(self) -> None:
+        """The stream's hazards: raised with ``--validate``, else kept in ``hazard``."""
+        try:
+            self.sync.check()
+        except SyncHazardError as exc:
+            if getattr(self.ctx, "validate", False):
+                raise
+            self.hazard = self.hazard or exc
 
     def _resubmit(self) -> None:
         """``submit_deferred_cmds_and_wait``: the recorded stream again, its dispatches logged as this execute's
