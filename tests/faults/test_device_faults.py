@@ -3,6 +3,8 @@ on a repeat. Each ends one case with its status; the next case runs on a fresh d
 
 from __future__ import annotations
 
+import re
+
 import time
 from pathlib import Path
 
@@ -128,8 +130,9 @@ def overrun_far_validated(tree) -> tuple[str, str, bool]:
                     reason="NOT_RUN: VK_LAYER_KHRONOS_validation not installed (apt vulkan-validationlayers)")
 def test_a_write_far_past_the_buffer_is_fail_oob_through_the_validation_layer(tree):
     """Past the guard band and the whole bound range, no canary sees it (robustBufferAccess drops it); GPU-assisted
-    validation does, naming the descriptor."""
+    validation does; its report is named by shader, binding (the instruction it points at) and access."""
     status, reason, layer = isolated(overrun_far_validated, tree)
     assert layer, "the layer must be active"
     assert status == "FAIL_OOB", reason
+    assert re.match(r"vk_overrun binding 0 (\(\w+\) )?\(write\): submission: ", reason), reason
     assert "validation layer VUID-vkCmdDispatch-None-02706" in reason and "access out of bounds" in reason

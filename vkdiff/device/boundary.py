@@ -102,6 +102,11 @@ class OutOfBoundsError(DeviceError):
     out-of-bounds access (→ ``FAIL_OOB``, naming the tensor and the dispatches that bind it)."""
 
 
+class InstrumentationError(DeviceError):
+    """The validation layer's GPU-assisted instrumentation failed where the uninstrumented work does not fail
+    (``NOT_RUN``: nothing of ET-VK's was judged)."""
+
+
 class SyncHazardError(DeviceError):
     """Two dispatches touch one memory and no barrier orders them (→ ``FAIL_SYNC``, naming both, and the memory)."""
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
 from vkdiff.device import spirv, watchdog
-from vkdiff.device.boundary import (BindingKindError, DeviceLimitError, DispatchError, DtypeMismatchError,
+from vkdiff.device.boundary import (BindingKindError, DeviceLimitError, DispatchError, DtypeMismatchError, OutOfBoundsError,
                                     ShaderLoadError, ShaderUnsupportedError, gpu_call, naga_missing_capability)
 from vkdiff.device.resources import Tensor
 
@@ -283,7 +283,8 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
         compute.end()
 
     if batch is not None:
-        batch.add(f"{label} {groups}", record)
+        batch.add(f"{label} {groups}", record, ranges=_buffer_ranges(bindings, resources), shader=label,
+                  module=pipeline.module)
         return
 
     def submit() -> None:
@@ -293,6 +294,59 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
 
     gpu_call(DispatchError, f"{label}: dispatch", submit)
     watchdog.note_dispatch(f"{label} {groups}")
+
+
+def _buffer_ranges(bindings: Sequence[Any], resources: Sequence[Any]) -> dict[int, int]:
+    """Bytes bound at each buffer binding (what a validation layer's out-of-bounds report gives as descriptor size)."""
+    ranges = {}
+    for b in bindings:
+        handle = resources[b.binding].handle if isinstance(resources[b.binding], Tensor) else resources[b.binding]
+        if b.kind in ("storage-buffer", "uniform-buffer"):
+            ranges[b.binding] = int(handle.size)
+    return ranges
+
+
+DISPATCH_INDEX = re.compile(r"Compute Dispatch Index (0x[0-9a-fA-F]+|\d+)")
+DESCRIPTOR_SIZE = re.compile(r"Descriptor size is (\d+)")
+INSTRUCTION_INDEX = re.compile(r"Shader Instruction Index = (\d+)")
+
+
+@dataclasses.dataclass
+class Pending:
+    """One command of a batch: what it is, how to record it, the node that added it; dispatches also carry their
+    shader and buffer ranges by binding."""
+
+    what: str
+    record: Any
+    node: Any
+    shader: str | None = None
+    ranges: dict[int, int] | None = None
+    module: bytes | None = None
+    """The SPIR-V the device ran (an instruction index of a layer report points into it)."""
+
+
+def locate_out_of_bounds(exc: OutOfBoundsError, pending: Sequence[Pending]) -> OutOfBoundsError:
+    """A validation layer's out-of-bounds report named by node, shader and binding: its dispatch index among the
+    submission's dispatches, its descriptor's size among that dispatch's buffer ranges (several bindings of that
+    size are all named)."""
+    text = str(exc)
+    index, size = DISPATCH_INDEX.search(text), DESCRIPTOR_SIZE.search(text)
+    dispatches = [p for p in pending if p.shader is not None]
+    if index is None or int(index.group(1), 0) >= len(dispatches):
+        return exc
+    hit = dispatches[int(index.group(1), 0)]
+    instruction = INSTRUCTION_INDEX.search(text)
+    access = (spirv.access_at(hit.module, int(instruction.group(1)))
+              if instruction is not None and hit.module is not None else None)
+    if access is not None:
+        where = f"binding {access[0]} ({access[1]})"
+    else:
+        bindings = [b for b, n in (hit.ranges or {}).items() if size is not None and n == int(size.group(1))]
+        where = f"binding {' or '.join(map(str, bindings))}" if bindings else "a binding"
+    node = f" (node {hit.node})" if hit.node is not None else ""
+    located = OutOfBoundsError(f"{hit.shader} {where}{node}: {text}")
+    located.shader, located.node_index = hit.shader, hit.node
+    return located
 
 
 class Batch:
@@ -310,12 +364,13 @@ class Batch:
         """Raw Vulkan only: keep the command buffer of the flush for ``queue.resubmit``."""
         self.recorded: Any = None
         """The kept command buffer of the latest flush."""
-        self.pending: list[tuple[str, Any, Any]] = []
+        self.pending: list[Pending] = []
         self.node: Any = None
         """The node whose dispatches are being added (named by an error of the submission)."""
 
-    def add(self, what: str, record: Any) -> None:
-        self.pending.append((what, record, self.node))
+    def add(self, what: str, record: Any, ranges: dict[int, int] | None = None, shader: str | None = None,
+            module: bytes | None = None) -> None:
+        self.pending.append(Pending(what, record, self.node, shader, ranges, module))
 
     def flush(self) -> None:
         """Submit what is pending (nothing when empty)."""
@@ -327,24 +382,26 @@ class Batch:
             encoder = self.device.create_command_encoder(label="batch")
             if self.exact:
                 encoder.exact = True
-            for _, record, _ in pending:
-                record(encoder)
+            for entry in pending:
+                entry.record(encoder)
             if self.keep:
                 self.recorded = self.device.queue.submit([encoder.finish()], keep=True)
             else:
                 self.device.queue.submit([encoder.finish()])
 
-        for what, _, _ in pending:
-            watchdog.note_dispatch(what)
+        for entry in pending:
+            watchdog.note_dispatch(entry.what)
         try:
             gpu_call(DispatchError, f"batch of {len(pending)} dispatches", submit_all)
+        except OutOfBoundsError as exc:
+            raise locate_out_of_bounds(exc, pending) from None
         except DispatchError:
             self._attribute(pending)
             raise
 
-    def _attribute(self, pending: list[tuple[str, Any, Any]]) -> None:
+    def _attribute(self, pending: list[Pending]) -> None:
         """Submit each dispatch alone; the first wgpu rejects raises with its label and node."""
-        for what, record, node in pending:
+        for what, record, node in ((p.what, p.record, p.node) for p in pending):
             def one(record=record, what=what) -> None:
                 encoder = self.device.create_command_encoder(label=what)
                 record(encoder)

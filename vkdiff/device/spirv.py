@@ -297,6 +297,32 @@ CAPABILITY_NAMES = {9: "Float16", 10: "Float64", 11: "Int64", 22: "Int16", 39: "
 """SPIR-V capability ids vkdiff names in messages."""
 
 
+ACCESS_CHAINS = (65, 66, 67)
+"""``OpAccessChain``, ``OpInBoundsAccessChain``, ``OpPtrAccessChain``."""
+OP_STORE = 62
+
+
+def access_at(spv: bytes, index: int) -> tuple[int, str] | None:
+    """The binding a load or store accesses, and which (``"read"``/``"write"``), for the ``index``-th instruction
+    after the header (0-based: the *Shader Instruction Index* of the layer's GPU-assisted reports); None when that
+    instruction is no load or store through a descriptor."""
+    words = words_of(spv)
+    bases: dict[int, int] = {}
+    for position, (_, op, ops) in enumerate(instructions(words)):
+        if op in ACCESS_CHAINS or op == OP_COPY_OBJECT:
+            bases[int(ops[1])] = int(ops[2])
+        if position != index:
+            continue
+        if op not in (OP_LOAD, OP_STORE):
+            return None
+        pointer = int(ops[2]) if op == OP_LOAD else int(ops[0])
+        while pointer in bases:
+            pointer = bases[pointer]
+        binding = _Module(words).decorations.get(pointer, {}).get(DEC_BINDING)
+        return (binding[0], "read" if op == OP_LOAD else "write") if binding else None
+    return None
+
+
 def capabilities(spv: bytes) -> set[str]:
     """Names of the capabilities a module declares (ids unknown to ``CAPABILITY_NAMES`` as numbers)."""
     return {CAPABILITY_NAMES.get(int(ops[0]), str(int(ops[0])))

@@ -18,10 +18,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from vkdiff.device import spirv, watchdog
-from vkdiff.device.boundary import (DispatchError, OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError,
-                                    SyncHazardError)
+from vkdiff.device.boundary import (DispatchError, InstrumentationError, OutOfBoundsError, ShaderLoadError,
+                                    ShaderUnsupportedError, SyncHazardError)
 from vkdiff.device.raw_vulkan import SUBGROUP_OPERATIONS, binding
-from vkdiff.device.validation import LAYER_MESSAGES
+from vkdiff.device.validation import LAYER_MESSAGES, gpu_assisted
 from vkdiff.device.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
                                      vk_call)
 
@@ -141,8 +141,16 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
                                                pSpecializationInfo=info)
     seen = len(LAYER_MESSAGES)
     with watchdog.waiting(f"creating the pipeline of {label}"):
-        handle = vk_call(ShaderLoadError, f"{label}: vkCreateComputePipelines", vk.vkCreateComputePipelines, dev,
-                         vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
+        try:
+            handle = vk_call(ShaderLoadError, f"{label}: vkCreateComputePipelines", vk.vkCreateComputePipelines,
+                             dev, vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)],
+                             None)[0]
+        except ShaderLoadError as exc:
+            if gpu_assisted() and "VkErrorUnknown" in str(exc):
+                raise InstrumentationError(
+                    f"{exc} under the validation layer's GPU-assisted instrumentation, which rewrites the module: "
+                    f"the pipeline itself is judged without --validate gpu") from None
+            raise
     try:
         layer_errors(LAYER_MESSAGES[seen:], f"{label}: pipeline")
     except DispatchError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import traceback
 
 from vkdiff.datamodel import Status
-from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, EtVkRefusal,
+from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, EtVkRefusal, InstrumentationError,
                                     OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError, SyncHazardError,
                                     is_device_lost)
 from vkdiff.device.build import BuildError
@@ -21,6 +21,7 @@ _EXCEPTION_STATUS: tuple[tuple[type[BaseException], Status], ...] = (
     (UnsupportedOpError, Status.NOT_RUN),
     (HostOpError, Status.NOT_RUN),
     (SpirvOptMissingError, Status.NOT_RUN),
+    (InstrumentationError, Status.NOT_RUN),
     (BuildError, Status.BUILD_FAIL),
     (ShaderUnsupportedError, Status.NOT_SUPPORTED),
     (ShaderLoadError, Status.BUILD_FAIL),

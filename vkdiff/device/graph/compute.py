@@ -91,6 +91,7 @@ class SymInt:
 
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Exception)
 Picked = Union[T, Callable[[], T]]
 """A dispatch parameter fixed at build, or picked by a callable after each resize (``DynamicDispatchNode``)."""
 PushConstant = Union[bytes, Callable[[], bytes]]
@@ -541,7 +542,12 @@ class ComputeGraph:
     def _flush(self) -> None:
         """Submit the dispatches encoded so far (host work reads and writes after them, as ET-VK's does)."""
         if self._batch is not None:
-            self._batch.flush()
+            try:
+                self._batch.flush()
+            except OutOfBoundsError as exc:
+                if getattr(exc, "shader", None) is None:
+                    raise
+                raise _named_binding(exc, self.ctx, exc.shader) from None
 
     def check_guards(self) -> None:
         """Every guard band still holds its canaries (not on a tracing device, whose replay reads what it recorded).
@@ -669,17 +675,19 @@ def create_local_wg_size(global_wg: tuple[int, int, int]) -> tuple[int, int, int
     return tuple(out)  # type: ignore[return-value]
 
 
-def _named_binding(exc: DtypeMismatchError, ctx: DeviceContext, shader: str) -> DtypeMismatchError:
-    """The mismatch with the binding's GLSL name (reflection of optimized SPIR-V has none)."""
+def _named_binding(exc: E, ctx: DeviceContext, shader: str) -> E:
+    """The error (a dtype mismatch, an out-of-bounds access) with the binding's GLSL name (reflection of optimized
+    SPIR-V has none); its node is kept."""
     import re
 
     text = str(exc)
-    found = re.search(r"binding (\d+) ", text)
+    found = re.search(r"binding (\d+)\b", text)
     try:
         name = ctx.builder.binding_names(shader).get(int(found.group(1))) if found else None
     except Exception:  # the name is a courtesy; the mismatch stands without it
         name = None
-    renamed = DtypeMismatchError(text.replace(found.group(0), f"binding {found.group(1)} ({name}) ", 1)
-                                 if name and found else text)
+    renamed = type(exc)(text.replace(found.group(0), f"{found.group(0)} ({name})", 1) if name and found else text)
     renamed.shader = shader
+    if getattr(exc, "node_index", None) is not None:
+        renamed.node_index = exc.node_index
     return renamed
