@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vkdiff.device.uniformity import _ancestors, _functions, _Inst, _successors, control_dependences, disassemble
+from vkdiff.device.spirv_cfg import Inst, ancestors, control_dependences, disassemble, functions, successors
 
 METADATA_CLASSES = {"Uniform", "PushConstant"}
 """Storage classes of tensor metadata (a ``Uniform`` variable decorated ``BufferBlock`` is a storage buffer)."""
@@ -56,7 +56,7 @@ class UncheckedAccess:
 class _Bounds:
     """Metadata values, then the accesses no check on them guards."""
 
-    def __init__(self, insts: list[_Inst]):
+    def __init__(self, insts: list[Inst]):
         self.names = {i.ids[0]: i.literals[0].strip('"') for i in insts if i.op == "OpName" and i.literals}
         self.names.update({i.ids[0]: i.literals[1].strip('"') for i in insts
                            if i.op == "OpEntryPoint" and len(i.literals) > 1})
@@ -82,7 +82,7 @@ class _Bounds:
                 self.tensors[i.result] = "image"
             elif storage in METADATA_CLASSES:
                 self.meta.add(i.result)
-        self.functions = _functions(insts, self.names)
+        self.functions = functions(insts, self.names)
         self.by_name = {fn.name: fn for fn in self.functions}
         self.base: dict[str, str] = {}
         """Pointer (or image value) → what it was derived from, back to a variable."""
@@ -112,7 +112,7 @@ class _Bounds:
         into.add(target)
         return True
 
-    def _instruction(self, inst: _Inst) -> bool:
+    def _instruction(self, inst: Inst) -> bool:
         ids = inst.ids
         if inst.op in ("OpAccessChain", "OpInBoundsAccessChain", "OpPtrAccessChain", "OpCopyObject", "OpImage",
                        "OpSampledImage") and len(ids) > 1:
@@ -150,12 +150,12 @@ class _Bounds:
         return changed
 
     def _checked_blocks(self, fn) -> set[str]:
-        succ = _successors(fn)
+        succ = successors(fn)
         deps = control_dependences(fn, succ)
         guards = {label for label, body in fn.blocks.items()
                   if body[-1].op in ("OpBranchConditional", "OpSwitch") and body[-1].ids
                   and body[-1].ids[0] in self.derived}
-        return {label for label in fn.order if _ancestors(label, deps) & guards}
+        return {label for label in fn.order if ancestors(label, deps) & guards}
 
     def _checked_calls(self) -> set[str]:
         """Functions every call of which is checked (or within such a function)."""
@@ -177,7 +177,7 @@ class _Bounds:
                     changed = True
         return checked
 
-    def _access(self, inst: _Inst) -> tuple[str, str, str | None] | None:
+    def _access(self, inst: Inst) -> tuple[str, str, str | None] | None:
         """(variable, read/write, index id) of a tensor access, else None."""
         if inst.op in ("OpLoad", "OpStore"):
             pointer = inst.ids[1] if inst.op == "OpLoad" else inst.ids[0]

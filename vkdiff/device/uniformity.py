@@ -18,11 +18,8 @@ so the control-flow graph is what matters, not ``OpReturn``):
 from __future__ import annotations
 
 import dataclasses
-import shlex
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+
+from vkdiff.device.spirv_cfg import Function, Inst, ancestors, control_dependences, disassemble, functions, successors
 
 INVOCATION_BUILTINS = {"LocalInvocationId", "GlobalInvocationId", "LocalInvocationIndex", "SubgroupLocalInvocationId",
                        "SubgroupId"}
@@ -33,14 +30,7 @@ a workgroup one invocation tall)."""
 AXES = "xyz"
 COMPONENTWISE = {"OpBitcast", "OpUConvert", "OpSConvert", "OpConvertUToF", "OpConvertSToF", "OpCopyObject"}
 
-TERMINATORS = {"OpBranch", "OpBranchConditional", "OpSwitch", "OpReturn", "OpReturnValue", "OpKill", "OpUnreachable",
-               "OpTerminateInvocation"}
-EXITS = {"OpReturn", "OpReturnValue", "OpKill", "OpUnreachable", "OpTerminateInvocation"}
 WORKGROUP_SCOPE = 2
-
-
-class DisassemblerMissingError(FileNotFoundError):
-    """spirv-dis is not installed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,136 +63,10 @@ class SkippableBarrier:
                 f"control dependent on `{self.branch}`, whose condition derives from {', '.join(self.sources)}")
 
 
-@dataclasses.dataclass
-class _Inst:
-    op: str
-    result: str | None
-    ids: list[str]
-    """Every id operand (the result type first, where there is one)."""
-    literals: list[str]
-    text: str
-
-
-@dataclasses.dataclass
-class _Function:
-    name: str
-    params: list[str]
-    blocks: dict[str, list[_Inst]]
-    order: list[str]
-
-
-def disassemble(spv: bytes) -> list[_Inst]:
-    """The module as instructions (``spirv-dis --raw-id``).
-
-    Raises:
-        DisassemblerMissingError: spirv-dis is not installed (names the Debian package).
-    """
-    exe = shutil.which("spirv-dis")
-    if exe is None:
-        raise DisassemblerMissingError("spirv-dis not found: install Debian package 'spirv-tools'")
-    with tempfile.TemporaryDirectory(prefix="vkdiff-dis-") as tmp:
-        path = Path(tmp, "m.spv")
-        path.write_bytes(spv)
-        text = subprocess.run([exe, "--raw-id", "--no-header", "--no-indent", str(path)], capture_output=True,
-                              text=True, check=True).stdout
-    out = []
-    for line in text.splitlines():
-        tokens = shlex.split(line, posix=False)
-        if not tokens:
-            continue
-        result = None
-        if len(tokens) > 2 and tokens[1] == "=":
-            result, tokens = tokens[0], tokens[2:]
-        out.append(_Inst(tokens[0], result, [t for t in tokens[1:] if t.startswith("%")],
-                         [t for t in tokens[1:] if not t.startswith("%")], line.strip()))
-    return out
-
-
-def _functions(insts: list[_Inst], names: dict[str, str]) -> list[_Function]:
-    functions: list[_Function] = []
-    current: _Function | None = None
-    block = None
-    for inst in insts:
-        if inst.op == "OpFunction":
-            current = _Function(names.get(inst.result, inst.result), [], {}, [])
-            functions.append(current)
-        elif current is None:
-            continue
-        elif inst.op == "OpFunctionParameter":
-            current.params.append(inst.result)
-        elif inst.op == "OpLabel":
-            block = inst.result
-            current.blocks[block] = []
-            current.order.append(block)
-        elif inst.op == "OpFunctionEnd":
-            current, block = None, None
-        elif block is not None:
-            current.blocks[block].append(inst)
-    return functions
-
-
-def _successors(fn: _Function) -> dict[str, list[str]]:
-    succ = {}
-    for label, body in fn.blocks.items():
-        last = body[-1]
-        if last.op == "OpBranch":
-            succ[label] = [last.ids[0]]
-        elif last.op == "OpBranchConditional":
-            succ[label] = last.ids[1:3]
-        elif last.op == "OpSwitch":
-            succ[label] = last.ids[1:]
-        else:
-            succ[label] = []
-    return succ
-
-
-def post_dominators(fn: _Function, succ: dict[str, list[str]]) -> dict[str, set[str]]:
-    """Each block's post-dominators (itself included), exits joined to one virtual exit."""
-    blocks = set(fn.order)
-    pdom = {b: set(blocks) for b in blocks}
-    for b in blocks:
-        if not succ[b]:
-            pdom[b] = {b}
-    changed = True
-    while changed:
-        changed = False
-        for b in reversed(fn.order):
-            if not succ[b]:
-                continue
-            new = set.intersection(*(pdom[s] for s in succ[b])) | {b}
-            if new != pdom[b]:
-                pdom[b], changed = new, True
-    return pdom
-
-
-def control_dependences(fn: _Function, succ: dict[str, list[str]]) -> dict[str, set[str]]:
-    """Block → the branch blocks it is directly control dependent on."""
-    pdom = post_dominators(fn, succ)
-    deps: dict[str, set[str]] = {b: set() for b in fn.order}
-    for x in fn.order:
-        if len(succ[x]) < 2:
-            continue
-        for s in succ[x]:
-            for b in pdom[s]:
-                if b == x or b not in pdom[x]:
-                    deps[b].add(x)
-    return deps
-
-
-def _ancestors(block: str, deps: dict[str, set[str]]) -> set[str]:
-    seen, todo = set(), [block]
-    while todo:
-        for x in deps[todo.pop()]:
-            if x not in seen:
-                seen.add(x)
-                todo.append(x)
-    return seen
-
-
 class _Analysis:
     """Non-uniform values of a module, to a fixpoint over every function."""
 
-    def __init__(self, insts: list[_Inst]):
+    def __init__(self, insts: list[Inst]):
         self.names = {i.ids[0]: i.literals[0].strip('"') for i in insts if i.op == "OpName" and i.literals}
         self.names.update({i.ids[0]: i.literals[1].strip('"') for i in insts
                            if i.op == "OpEntryPoint" and len(i.literals) > 1})
@@ -220,11 +84,11 @@ class _Analysis:
                     self.taint[inst.ids[0]] = frozenset().union(*self.lanes[inst.ids[0]])
                 else:
                     self.taint[inst.ids[0]] = frozenset({name})
-        self.functions = _functions(insts, self.names)
+        self.functions = functions(insts, self.names)
         self.by_id = {i.result: i for i in insts if i.result}
         self.graphs = {}
         for fn in self.functions:
-            succ = _successors(fn)
+            succ = successors(fn)
             self.graphs[fn.name] = (succ, control_dependences(fn, succ))
         self.base: dict[str, str] = {}
         """Pointer id → the variable it points into."""
@@ -236,7 +100,7 @@ class _Analysis:
             found |= self.taint.get(i, frozenset()) | self.taint.get(self.base.get(i, ""), frozenset())
         return found
 
-    def divergent_blocks(self, fn: _Function) -> dict[str, frozenset[str]]:
+    def divergent_blocks(self, fn: Function) -> dict[str, frozenset[str]]:
         """Branch blocks whose condition is non-uniform, with the builtins it derives from."""
         out = {}
         for label, body in fn.blocks.items():
@@ -260,13 +124,13 @@ class _Analysis:
             for fn in self.functions:
                 changed |= self._function(fn)
 
-    def _function(self, fn: _Function) -> bool:
+    def _function(self, fn: Function) -> bool:
         _, deps = self.graphs[fn.name]
         divergent = self.divergent_blocks(fn)
         under: dict[str, frozenset[str]] = {}
         for label in fn.order:
             found: frozenset[str] = frozenset()
-            for x in _ancestors(label, deps):
+            for x in ancestors(label, deps):
                 found |= divergent.get(x, frozenset())
             under[label] = found
         changed = False
@@ -284,7 +148,7 @@ class _Analysis:
         self.taint[target] = self.taint.get(target, frozenset()) | frozenset().union(*merged)
         return True
 
-    def _lanewise(self, inst: _Inst) -> bool | None:
+    def _lanewise(self, inst: Inst) -> bool | None:
         """Component-precise propagation where the operands allow it; None where it does not apply."""
         ids, op = inst.ids, inst.op
         if op == "OpLoad" and ids[1] in self.builtin_vectors:
@@ -305,7 +169,7 @@ class _Analysis:
             return self._set_lanes(inst.result, tuple(lane | extra for lane in self.lanes[ids[1]]))
         return None
 
-    def _instruction(self, inst: _Inst, under: dict[str, frozenset[str]], label: str) -> bool:
+    def _instruction(self, inst: Inst, under: dict[str, frozenset[str]], label: str) -> bool:
         precise = self._lanewise(inst) if inst.result is not None and len(inst.ids) > 1 else None
         if precise is not None:
             return precise
@@ -330,7 +194,7 @@ class _Analysis:
             return self._mark(inst.result, self._of(inst.ids[1:]))
         return False
 
-    def _barrier_functions(self) -> set[str]:
+    def _barrierfunctions(self) -> set[str]:
         """Functions that hold a workgroup barrier, directly or through calls."""
         holding = set()
         changed = True
@@ -342,13 +206,13 @@ class _Analysis:
                     changed = True
         return holding
 
-    def _is_barrier(self, inst: _Inst, holding: set[str]) -> bool:
+    def _is_barrier(self, inst: Inst, holding: set[str]) -> bool:
         if inst.op == "OpControlBarrier":
             return self.constants.get(inst.ids[0]) == str(WORKGROUP_SCOPE)
         return inst.op == "OpFunctionCall" and self.names.get(inst.ids[1], inst.ids[1]) in holding
 
     def skippable(self) -> list[SkippableBarrier]:
-        holding = self._barrier_functions()
+        holding = self._barrierfunctions()
         found = []
         for fn in self.functions:
             _, deps = self.graphs[fn.name]
@@ -358,7 +222,7 @@ class _Analysis:
                 for inst in fn.blocks[label]:
                     if not self._is_barrier(inst, holding):
                         continue
-                    culprits = [x for x in _ancestors(label, deps) if x in divergent]
+                    culprits = [x for x in ancestors(label, deps) if x in divergent]
                     if culprits:
                         x = min(culprits, key=fn.order.index)
                         found.append(SkippableBarrier(fn.name, count, fn.blocks[x][-1].text,
