@@ -292,7 +292,11 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
         record(encoder)
         device.queue.submit([encoder.finish()])
 
-    gpu_call(DispatchError, f"{label}: dispatch", submit)
+    try:
+        gpu_call(DispatchError, f"{label}: dispatch", submit)
+    except OutOfBoundsError as exc:  # a prepack dispatch, submitted alone
+        raise locate_out_of_bounds(exc, [Pending(label, record, None, label, _buffer_ranges(bindings, resources),
+                                                 pipeline.module)]) from None
     watchdog.note_dispatch(f"{label} {groups}")
 
 
