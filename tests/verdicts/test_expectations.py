@@ -41,6 +41,19 @@ def test_other_failure_is_not_explained():
     assert not expectations.annotate(_result("PASS", rule="other"), [EXP]).expectation
 
 
+def test_a_bug_only_gpu_assisted_validation_sees_is_no_unexpected_pass_without_it():
+    """An access robustBufferAccess hides: the same case passes in a plain run, and that is no fix."""
+    gpu = dataclasses.replace(EXP, validation=("gpu",), status=("FAIL_OOB",), signature="binding 1")
+    plain = _result("PASS")
+    validated = dataclasses.replace(_result("FAIL_OOB", "shader binding 1 (read): ..."),
+                                    device_info={"features": ["layer:VK_LAYER_KHRONOS_validation",
+                                                              "layer:gpu-assisted"]})
+    assert not expectations.annotate(plain, [gpu]).expectation
+    assert expectations.annotate(validated, [gpu]).expectation["outcome"] == "known"
+    fixed = dataclasses.replace(validated, status="PASS", reason="", expectation={})
+    assert expectations.annotate(fixed, [gpu]).expectation["outcome"] == "unexpected-pass"
+
+
 def test_data_file_loads():
     loaded = expectations.load()
     assert loaded and all(e.id and e.case and e.status for e in loaded)

@@ -29,6 +29,9 @@ class Expectation:
     transport: tuple[str, ...] = ()
     """Transports the bug shows through (``wgpu``, ``vulkan``; empty: both): a naga translation bug, or one only
     the exact SPIR-V or a real blit reaches."""
+    validation: tuple[str, ...] = ()
+    """Validation that must be on for the bug to show (``gpu``: only the layer's GPU-assisted validation sees it,
+    an access robustBufferAccess hides); empty: any run."""
     status: tuple[str, ...] = ()
     """Statuses the bug produces."""
     signature: str = ""
@@ -53,7 +56,8 @@ class Expectation:
         return (re.search(self.case, result.case) is not None
                 and (not self.rule or result.rule in self.rule)
                 and ("all" in devices or result.device in devices)
-                and (not self.transport or transport_of(result) in self.transport))
+                and (not self.transport or transport_of(result) in self.transport)
+                and (not self.validation or validation_of(result) in self.validation))
 
     def explains(self, result: Result) -> bool:
         """The bug's territory, one of its statuses and signature, and its shape: the shader or node it shows in,
@@ -79,6 +83,12 @@ UNMEASURED = frozenset({Status.FAIL_OOB.name, Status.FAIL_SYNC.name})
 def transport_of(result: Result) -> str:
     """The transport a device result ran through (results from before transports existed: wgpu)."""
     return (result.device_info or {}).get("transport", "wgpu")
+
+
+def validation_of(result: Result) -> str:
+    """``gpu`` for a device result run with the layer's GPU-assisted validation, else ``""``."""
+    features = (result.device_info or {}).get("features") or ()
+    return "gpu" if "layer:gpu-assisted" in features else ""
 
 
 _MAX_ABS = re.compile(r"max abs ([0-9.eE+-]+)")
@@ -109,6 +119,7 @@ def load(path: Path = DATA) -> tuple[Expectation, ...]:
     entries = yaml.safe_load(path.read_text()) or []
     return tuple(Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
                                 "transport": tuple(e.get("transport", ())),
+                                "validation": tuple(e.get("validation", ())),
                                 "device": e["device"] if isinstance(e.get("device", "all"), str) else tuple(e["device"])})
                  for e in entries)
 
