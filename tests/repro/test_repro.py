@@ -51,11 +51,17 @@ def test_the_folder_replays_the_recorded_verdict(folders, case, status):
 
 
 def test_the_runner_needs_only_numpy_and_wgpu(folders):
+    """vkdiff itself only for folders recorded through raw Vulkan (imported there, and nowhere else)."""
     tree = ast.parse((folders[PASSING] / "run_repro.py").read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"__future__", "argparse", "json", "sys", "pathlib", "numpy", "wgpu"}
+
+    def imports(node) -> set[str]:
+        found = {alias.name.split(".")[0] for n in ast.walk(node) if isinstance(n, ast.Import) for alias in n.names}
+        return found | {n.module.split(".")[0] for n in ast.walk(node) if isinstance(n, ast.ImportFrom)}
+
+    raw = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "open_raw_device")
+    assert imports(raw) == {"vkdiff"}
+    tree.body.remove(raw)
+    assert imports(tree) <= {"__future__", "argparse", "json", "sys", "pathlib", "numpy", "wgpu"}
 
 
 AMBER_CASES = [(PASSING, True), (FAILING, False), (CHANNELS, True), (TEXTURE_PASSING, True), (TEXTURE, False)]

@@ -39,6 +39,9 @@ class Pipeline:
     """Infinite float constants replaced by the largest finite value (``spirv.clamp_infinite_constants``)."""
     module: bytes = b""
     """The SPIR-V as loaded (every transform applied): what a repro replays."""
+    spec: dict = dataclasses.field(default_factory=dict)
+    """Specialization constants given at pipeline creation (raw Vulkan; through wgpu they are baked into
+    ``module``), workgroup size ids 0–2 excluded."""
 
 
 def _layout_entry(binding: spirv.Binding) -> dict:
@@ -127,7 +130,7 @@ class PipelineCache:
         if getattr(self.device, "transport", "wgpu") == "vulkan":
             handle, layout, reflection = self.device.create_pipeline(spv, spec_constants, local_size, label)
             return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
-                            module=spv)
+                            module=spv, spec=dict(spec_constants))
         try:
             module_bytes, clamped = prepare_module(spv, spec_constants, local_size)
             reflection = spirv.reflect(module_bytes)

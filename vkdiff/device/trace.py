@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from vkdiff.device.resources import Tensor
+
 
 class TraceQueue:
     """The device's queue, with writes and reads recorded."""
@@ -61,6 +63,12 @@ class TraceDevice:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._device, name)
 
+    @property
+    def transport(self) -> str:
+        """The wrapped device's transport: a raw Vulkan trace's modules are glslc's, specialised at pipeline
+        creation (each dispatch records its spec constants and workgroup size)."""
+        return getattr(self._device, "transport", "wgpu")
+
     def ref(self, handle: Any) -> int:
         """The trace's id of a buffer or texture it saw created."""
         if id(handle) not in self._ids:
@@ -94,7 +102,10 @@ class TraceDevice:
         """Called by ``dispatch.dispatch`` with what it is about to bind and run."""
         key = hashlib.sha256(pipeline.module).hexdigest()
         self.modules[key] = pipeline.module
-        refs = [(b, self.ref(h.handle if hasattr(h, "handle") else h)) for b, h in bindings]
-        self.ops.append({"op": "dispatch", "shader": label, "module": key, "layout": layout, "bindings": refs,
-                         "groups": list(groups), "immediates": bytes(immediates[: pipeline.reflection.immediate_size]),
-                         "immediate_size": int(pipeline.reflection.immediate_size)})
+        refs = [(b, self.ref(h.handle if isinstance(h, Tensor) else h)) for b, h in bindings]
+        op = {"op": "dispatch", "shader": label, "module": key, "layout": layout, "bindings": refs,
+              "groups": list(groups), "immediates": bytes(immediates[: pipeline.reflection.immediate_size]),
+              "immediate_size": int(pipeline.reflection.immediate_size)}
+        if self.transport == "vulkan":
+            op.update(spec={str(k): v for k, v in pipeline.spec.items()}, local_size=list(pipeline.local_size))
+        self.ops.append(op)

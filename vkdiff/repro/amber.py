@@ -126,10 +126,13 @@ def amber_script(folder: Path) -> str:
     for key in dict.fromkeys(op["module"] for op in manifest["ops"] if op["op"] == "dispatch"):
         lines += [f"SHADER compute s_{key[:12]} SPIRV-HEX", _spirv_hex((folder / "spirv" / f"{key}.spv").read_bytes()),
                   ""]
+    raw = manifest.get("transport") == "vulkan"
+    if raw:
+        lines += [RAW_SAMPLER, ""]
     for res, data in contents.items():
         lines += _declaration(res, manifest["resources"][res], data, typed.get(res))
     for index, op in enumerate(o for o in manifest["ops"] if o["op"] == "dispatch"):
-        lines += _pipeline(index, op, folder)
+        lines += _pipeline(index, op, folder, raw)
     expected = np.load(folder / "expected.npz", allow_pickle=False)
     for out in manifest["outputs"]:
         res = reads[out["read"]]["res"]
@@ -139,13 +142,38 @@ def amber_script(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _binding_kind(entry: dict) -> str:
+RAW_SAMPLER = ("SAMPLER etvk_sampler MAG_FILTER nearest MIN_FILTER nearest ADDRESS_MODE_U repeat ADDRESS_MODE_V repeat "
+               "ADDRESS_MODE_W repeat")
+"""ET-VK's image sampler (``vTensorStorage``: nearest, repeat), for the combined image samplers of a raw trace."""
+
+
+def _binding_kind(entry: dict, raw: bool = False) -> str:
     if "buffer" in entry:
         return entry["buffer"]["type"]
-    return "storage_image" if "storage_texture" in entry else "sampled_image"
+    if "storage_texture" in entry:
+        return "storage_image"
+    return "combined_image_sampler SAMPLER etvk_sampler" if raw else "sampled_image"
 
 
-def _pipeline(index: int, op: dict, folder: Path) -> list[str]:
+def _specialize(op: dict, folder: Path) -> str:
+    """A raw trace's workgroup size (ids 0–2) and spec constants, each as its module declares it (32-bit)."""
+    from vkdiff.device.spirv import spec_constant_types
+
+    declared = spec_constant_types((folder / "spirv" / f"{op['module']}.spv").read_bytes())
+    values = {**dict(zip((0, 1, 2), op["local_size"])), **{int(k): v for k, v in op["spec"].items()}}
+    parts = []
+    for sid, value in sorted(values.items()):
+        if sid not in declared:  # ET-VK passes every id; glslc keeps only those the shader reads
+            continue
+        kind, bits = declared[sid]
+        if bits != 32:
+            raise AmberExportError(f"{op['shader']}: spec constant {sid} is {bits}-bit; Amber specialises 32-bit only")
+        amber = {"float": "float", "int": "int32"}.get(kind, "uint32")
+        parts.append(f"SPECIALIZE {sid} AS {amber} {_float(float(value)) if amber == 'float' else int(value)}")
+    return (" " + " ".join(parts)) if parts else ""
+
+
+def _pipeline(index: int, op: dict, folder: Path, raw: bool = False) -> list[str]:
     lines = []
     if op["immediate_size"]:
         lines += [f"BUFFER pc{index} DATA_TYPE uint32 DATA", _values((folder / op["immediates"]).read_bytes(),
@@ -153,8 +181,9 @@ def _pipeline(index: int, op: dict, folder: Path) -> list[str]:
     bound = [res for _, res in op["bindings"]]
     if len(set(bound)) != len(bound):
         raise AmberExportError(f"{op['shader']} binds one resource twice; Amber creates each once per pipeline")
-    lines += [f"# {op['shader']}", f"PIPELINE compute p{index}", f"  ATTACH s_{op['module'][:12]}"]
-    kinds = {entry["binding"]: _binding_kind(entry) for entry in op["layout"]}
+    attach = f"  ATTACH s_{op['module'][:12]}" + (_specialize(op, folder) if raw else "")
+    lines += [f"# {op['shader']}", f"PIPELINE compute p{index}", attach]
+    kinds = {entry["binding"]: _binding_kind(entry, raw) for entry in op["layout"]}
     for binding, res in op["bindings"]:
         lines.append(f"  BIND BUFFER r{res} AS {kinds[binding]} DESCRIPTOR_SET 0 BINDING {binding}")
     if op["immediate_size"]:

@@ -148,7 +148,8 @@ def write_bundle(out_dir: Path, trace: TraceDevice, checks: list[Check], manifes
     np.savez_compressed(out_dir / "expected.npz", **arrays)
     outputs = [{"name": c.name, "read": c.read, "dtype": c.dtype, "shape": list(c.expected.shape),
                 "poison": c.poison} for c in checks]
-    (out_dir / "manifest.json").write_text(json.dumps({**manifest, "resources": trace.resources, "ops": ops,
+    (out_dir / "manifest.json").write_text(json.dumps({**manifest, "transport": trace.transport,
+                                                       "resources": trace.resources, "ops": ops,
                                                        "outputs": outputs}, indent=1, default=str))
     shutil.copy(repro_runner.__file__, out_dir / "run_repro.py")
     return out_dir

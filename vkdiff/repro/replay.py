@@ -6,6 +6,11 @@ Usage: ``python run_repro.py [FOLDER] [--adapter SUBSTRING]``. The folder's
 the reads whose contents are judged against ``expected.npz`` with the element-wise
 bounds vkdiff's tolerance policy gave. Prints one JSON line with the verdict; exit 0 when
 it equals the verdict recorded where the folder was made, 1 when it differs.
+
+A folder recorded through raw Vulkan (``"transport": "vulkan"``: glslc's SPIR-V as built, spec constants and
+workgroup size given at pipeline creation, combined image samplers) replays through vkdiff's raw transport, so
+it needs vkdiff and the ``vulkan`` package; without them, ``case.amber`` (``vkdiff repro --amber``) replays it
+exactly.
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import wgpu
 
 POISON_BITS = {1: 0x5A, 2: 0x7E5A, 4: 0x7FA5A5A5}
 """vkdiff's poison pattern per element size: an element still equal to it was never written."""
 FEATURES = ("immediates", "shader-f16", "texture-adapter-specific-format-features", "shader-int64", "subgroup")
 
 
-def open_device(substring: str | None):
+def open_device(substring: str | None, transport: str = "wgpu"):
+    if transport == "vulkan":
+        return open_raw_device(substring)
+    import wgpu
+
     adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info.get("backend_type") == "Vulkan"]
     if substring:
         adapters = [a for a in adapters if substring.lower() in json.dumps(dict(a.info)).lower()]
@@ -32,6 +40,20 @@ def open_device(substring: str | None):
     adapter = adapters[0]
     features = [f for f in FEATURES if f in adapter.features]
     return adapter, adapter.request_device_sync(required_features=features, required_limits=dict(adapter.limits))
+
+
+def open_raw_device(substring: str | None):
+    """vkdiff's raw Vulkan transport: the same wgpu-shaped calls, on the exact SPIR-V."""
+    try:
+        from vkdiff.device.vk_device import adapters as raw_adapters
+    except ImportError as exc:
+        sys.exit(f"run_repro: this folder was recorded through raw Vulkan; replaying it needs vkdiff and the 'vulkan' "
+                 f"package ({exc}), or Amber with case.amber (vkdiff repro --amber)")
+    adapters = [a for a in raw_adapters() if not substring or substring.lower() in json.dumps(a.info).lower()]
+    if not adapters:
+        sys.exit(f"run_repro: no Vulkan device{' matching ' + repr(substring) if substring else ''}")
+    adapter = adapters[0]
+    return adapter, adapter.request_device_sync(required_limits=dict(adapter.limits))
 
 
 def make_resources(device, manifest: dict) -> list:
@@ -46,7 +68,13 @@ def make_resources(device, manifest: dict) -> list:
 
 
 def dispatch(device, op: dict, handles: list, folder: Path, pipelines: dict) -> None:
-    key = (op["module"], json.dumps(op["layout"], sort_keys=True), op["immediate_size"])
+    key = (op["module"], json.dumps(op["layout"], sort_keys=True), op["immediate_size"],
+           json.dumps(op.get("spec"), sort_keys=True), str(op.get("local_size")))
+    if key not in pipelines and "local_size" in op:  # raw Vulkan: specialised at pipeline creation
+        spec = {int(k): v for k, v in op["spec"].items()}
+        handle, layout, _ = device.create_pipeline((folder / "spirv" / f"{op['module']}.spv").read_bytes(), spec,
+                                                   tuple(op["local_size"]), op["shader"])
+        pipelines[key] = (handle, layout)
     if key not in pipelines:
         module = device.create_shader_module(code=(folder / "spirv" / f"{op['module']}.spv").read_bytes())
         layout = device.create_bind_group_layout(entries=op["layout"])
@@ -57,8 +85,8 @@ def dispatch(device, op: dict, handles: list, folder: Path, pipelines: dict) -> 
     entries = []
     for binding, res in op["bindings"]:
         handle = handles[res]
-        resource = ({"buffer": handle, "offset": 0, "size": handle.size} if isinstance(handle, wgpu.GPUBuffer)
-                    else handle.create_view())
+        resource = (handle.create_view() if hasattr(handle, "create_view")
+                    else {"buffer": handle, "offset": 0, "size": handle.size})
         entries.append({"binding": binding, "resource": resource})
     group = device.create_bind_group(layout=layout, entries=entries)
     encoder = device.create_command_encoder()
@@ -125,7 +153,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     folder = Path(args.folder)
     manifest = json.loads((folder / "manifest.json").read_text())
-    adapter, device = open_device(args.adapter)
+    adapter, device = open_device(args.adapter, manifest.get("transport", "wgpu"))
     reads = replay(device, manifest, folder)
     expected = np.load(folder / "expected.npz", allow_pickle=False)
     outputs = [judge(reads[out["read"]], out, expected) for out in manifest["outputs"]]
