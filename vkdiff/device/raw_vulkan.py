@@ -123,17 +123,40 @@ def _limit(value: Any) -> Any:
     return [int(v) for v in value] if hasattr(value, "__len__") else int(value)
 
 
-def describe(vk: Any, physical: Any) -> RawDevice:
-    """One physical device's identity, ``FEATURES``, ``EXTENSIONS``, ``LIMITS`` and subgroup support."""
+def int8_cooperative_matrix(vk: Any, instance: Any, physical: Any) -> bool:
+    """Whether the device lists a cooperative-matrix shape with a signed 8-bit A type (ET-VK's
+    ``supports_int8_coopmat``, from ``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR``)."""
+    name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+    address = vk.lib.vkGetInstanceProcAddr(instance, name.encode())
+    if address == vk.ffi.NULL:
+        return False
+    fn = vk.ffi.cast(f"PFN_{name}", address)
+    count = vk.ffi.new("uint32_t*")
+    if fn(physical, count, vk.ffi.NULL) != vk.VK_SUCCESS or not count[0]:
+        return False
+    props = vk.ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+    for index in range(count[0]):
+        props[index].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+    if fn(physical, count, props) != vk.VK_SUCCESS:
+        return False
+    return any(props[i].AType == vk.VK_COMPONENT_TYPE_SINT8_KHR for i in range(count[0]))
+
+
+def describe(vk: Any, physical: Any, instance: Any = None) -> RawDevice:
+    """One physical device's identity, ``FEATURES``, ``EXTENSIONS``, ``LIMITS`` and subgroup support; with the
+    instance, also ``int8CooperativeMatrix`` among the features (a property ET-VK routes on, not a feature)."""
     props = vk.vkGetPhysicalDeviceProperties(physical)
     present = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical, None)}
     subgroup = vk.VkPhysicalDeviceSubgroupProperties()
     vk.vkGetPhysicalDeviceProperties2(physical, vk.ffi.addressof(vk.VkPhysicalDeviceProperties2(
         pNext=vk.ffi.addressof(subgroup))))
     compute = bool(subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+    features = _features(vk, physical, present)
+    if instance is not None and features.get("cooperativeMatrix"):
+        features["int8CooperativeMatrix"] = int8_cooperative_matrix(vk, instance, physical)
     return RawDevice(name=str(props.deviceName), device_type=_TYPES.get(props.deviceType, str(props.deviceType)),
                      vendor_id=int(props.vendorID), api_version=_version(props.apiVersion),
-                     driver_version=int(props.driverVersion), features=_features(vk, physical, present),
+                     driver_version=int(props.driverVersion), features=features,
                      extensions=tuple(e for e in EXTENSIONS if e in present),
                      limits={name: _limit(getattr(props.limits, name)) for name in LIMITS},
                      subgroup_operations=int(subgroup.supportedOperations) if compute else 0,

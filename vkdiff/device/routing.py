@@ -54,9 +54,32 @@ def check_route(name: str) -> str:
     return name
 
 
+DEVICE_QUERIES = {"int8_dot_product": ("shaderIntegerDotProduct",), "cooperative_matrix": ("cooperativeMatrix",),
+                  "int8_cooperative_matrix": ("int8CooperativeMatrix",),
+                  "int8_buffers": ("storageBuffer8BitAccess", "shaderInt8"),
+                  "float16_buffers": ("storageBuffer16BitAccess", "shaderFloat16")}
+"""Route keys a ``from_device`` profile answers from raw Vulkan features, as ``vk_api/Adapter.h`` does
+(``has_full_int8_buffers_support``: 8-bit storage buffers and int8 types; and so on)."""
+
+
+class DeviceRouteError(ValueError):
+    """A ``from_device`` profile on an adapter that reports no raw Vulkan features (wgpu)."""
+
+
 def route_for(name: str, info: Any) -> Route:
-    """Resolve profile ``name`` for an adapter (``DeviceInfo``): the profile's keys over the adapter's."""
+    """Resolve profile ``name`` for an adapter (``DeviceInfo``): the profile's keys over the adapter's; a
+    ``from_device`` profile (``device``) takes ET-VK's queries from the raw Vulkan features the adapter reports.
+
+    Raises:
+        DeviceRouteError: a ``from_device`` profile on a wgpu adapter (before any device work).
+    """
     profile = profiles()[check_route(name)]
+    if profile.get("from_device"):
+        have = {f[3:] for f in getattr(info, "features", ()) if f.startswith("vk:")}
+        if not have:
+            raise DeviceRouteError(f"--route {name}: answers ET-VK's queries from the device's own Vulkan features, "
+                                   f"which wgpu does not report: use it with --transport vulkan")
+        profile = {key: all(f in have for f in needs) for key, needs in DEVICE_QUERIES.items()}
     native = {
         "subgroup_size": int(info.limits.get("subgroup-max-size") or info.limits.get("min-subgroup-size") or 32),
         "vendor": info.vendor,
@@ -64,5 +87,5 @@ def route_for(name: str, info: Any) -> Route:
         "int8_buffers": False,
         "float16_buffers": "shader-f16" in info.features,
     }
-    values = {**native, **{k: v for k, v in profile.items() if k != "description"}}
+    values = {**native, **{k: v for k, v in profile.items() if k not in ("description", "from_device")}}
     return Route(name=name, **{f.name: values[f.name] for f in dataclasses.fields(Route) if f.name != "name"})

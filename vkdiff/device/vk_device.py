@@ -127,7 +127,7 @@ def adapters() -> list[VkAdapter]:
         RawVulkanError: no binding, no loader, or instance creation failed.
     """
     vk = binding()
-    return [VkAdapter(p, describe(vk, p)) for p in vk.vkEnumeratePhysicalDevices(instance())]
+    return [VkAdapter(p, describe(vk, p, instance())) for p in vk.vkEnumeratePhysicalDevices(instance())]
 
 
 def _enable_chain(vk: Any, raw: RawDevice) -> tuple[Any, list[Any]]:
