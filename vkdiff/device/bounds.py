@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from vkdiff.device.spirv_cfg import Inst, ancestors, control_dependences, disassemble, functions, successors
+from vkdiff.device.spirv_cfg import (Inst, ancestors, control_dependences, disassemble, functions, names_of,
+                                      successors)
 
 METADATA_CLASSES = {"Uniform", "PushConstant"}
 """Storage classes of tensor metadata (a ``Uniform`` variable decorated ``BufferBlock`` is a storage buffer)."""
@@ -57,9 +58,7 @@ class _Bounds:
     """Metadata values, then the accesses no check on them guards."""
 
     def __init__(self, insts: list[Inst]):
-        self.names = {i.ids[0]: i.literals[0].strip('"') for i in insts if i.op == "OpName" and i.literals}
-        self.names.update({i.ids[0]: i.literals[1].strip('"') for i in insts
-                           if i.op == "OpEntryPoint" and len(i.literals) > 1})
+        self.names = names_of(insts)
         decorated: dict[str, set[str]] = {}
         self.bindings: dict[str, int] = {}
         for i in insts:

@@ -143,3 +143,10 @@ def ancestors(block: str, deps: dict[str, set[str]]) -> set[str]:
                 seen.add(x)
                 todo.append(x)
     return seen
+
+
+def names_of(insts: list[Inst]) -> dict[str, str]:
+    """Id → its ``OpName`` (the entry point's name for ``main``'s function)."""
+    names = {i.ids[0]: i.literals[0].strip('"') for i in insts if i.op == "OpName" and i.literals}
+    names.update({i.ids[0]: i.literals[1].strip('"') for i in insts if i.op == "OpEntryPoint" and len(i.literals) > 1})
+    return names

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from vkdiff.device.spirv_cfg import Function, Inst, ancestors, control_dependences, disassemble, functions, successors
+from vkdiff.device.spirv_cfg import (Function, Inst, ancestors, control_dependences, disassemble, functions,
+                                      names_of, successors)
 
 INVOCATION_BUILTINS = {"LocalInvocationId", "GlobalInvocationId", "LocalInvocationIndex", "SubgroupLocalInvocationId",
                        "SubgroupId"}
@@ -67,9 +68,7 @@ class _Analysis:
     """Non-uniform values of a module, to a fixpoint over every function."""
 
     def __init__(self, insts: list[Inst]):
-        self.names = {i.ids[0]: i.literals[0].strip('"') for i in insts if i.op == "OpName" and i.literals}
-        self.names.update({i.ids[0]: i.literals[1].strip('"') for i in insts
-                           if i.op == "OpEntryPoint" and len(i.literals) > 1})
+        self.names = names_of(insts)
         self.constants = {i.result: i.literals[0] for i in insts if i.op == "OpConstant" and i.literals}
         self.taint: dict[str, frozenset[str]] = {}
         self.lanes: dict[str, tuple[frozenset[str], ...]] = {}
