@@ -297,7 +297,7 @@ class ComputeGraph:
     @property
     def memory_plan(self) -> dict[str, Any]:
         """How the shared objects were backed: objects with more than one user, their users, whether bound to one
-        allocation (``alias``), and the recorded command buffer's resubmissions."""
+        allocation (``alias``), and whether a recorded command buffer is kept for resubmission."""
         shared = {m: users for m, users in self.shared.items() if len(users) > 1}
         return {"shared_objects": len(shared), "users": sum(len(u) for u in shared.values()),
                 "aliased": self.alias, "recorded": self._recorded is not None}
