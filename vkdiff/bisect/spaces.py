@@ -100,11 +100,11 @@ class ModelSpace:
         return {**self._of(self.case), ROUTE: self.route, LIMITS: self.limits, LOCAL_WG: self.local_wg}
 
     def alternatives(self, knob: str) -> list[Any]:
-        from vkdiff.device.routing import profiles
+        from vkdiff.device.routing import usable_profiles
 
         own = self.config()[knob]
         if knob == ROUTE:
-            return [r for r in profiles() if r != own]
+            return [r for r in usable_profiles() if r != own]
         if knob == LIMITS:
             return [v for v in _limits_values() if v != own]
         if knob == LOCAL_WG:

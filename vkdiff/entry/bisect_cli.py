@@ -159,7 +159,7 @@ def _device(args: argparse.Namespace, case) -> int:
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.device.limits import profiles as limits_profiles
-    from vkdiff.device.routing import profiles as route_profiles
+    from vkdiff.device.routing import usable_profiles
     from vkdiff.device.trees import EtSourceError, choose_tree
     from vkdiff.bisect.device import bisect_devices
 
@@ -171,7 +171,7 @@ def _device(args: argparse.Namespace, case) -> int:
     if tree.path is None or not adapters:
         raise SelectionError(tree.note if tree.path is None else "no Vulkan adapter found")
     kernel = isinstance(case, KernelCase)
-    routes = ["native"] if kernel else list(route_profiles())
+    routes = ["native"] if kernel else usable_profiles()
     configs = [{"device": d, "route": r, "limits": lim, "local_wg": workgroups.DEFAULT} for d in adapters
                for r in routes for lim in ["native", *limits_profiles()]]
     configs += [{"device": d, "route": "native", "limits": "native", "local_wg": wg} for d in adapters
