@@ -41,3 +41,14 @@ def test_the_device_profile_asks_the_raw_device_as_et_vk_does():
     assert not route_for("device", no_int8).int8_buffers
     with pytest.raises(DeviceRouteError, match="--transport vulkan"):
         route_for("device", INFO)
+
+
+def test_the_device_profile_through_wgpu_is_a_usage_error_before_device_work(monkeypatch):
+    from vkdiff.device.adapters import TRANSPORT_ENV
+    from vkdiff.entry.options import route_transport_problem
+
+    monkeypatch.setenv(TRANSPORT_ENV, "wgpu")
+    assert route_transport_problem("device").endswith("add --transport vulkan")
+    assert route_transport_problem("mali") is None
+    monkeypatch.setenv(TRANSPORT_ENV, "vulkan")
+    assert route_transport_problem("device") is None

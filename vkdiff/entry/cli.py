@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from vkdiff.entry.options import add_run_options, apply_device_options
+from vkdiff.entry.options import add_run_options, apply_device_options, route_transport_problem
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
                                    explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
                                    summarize, write_report)
@@ -92,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          getattr(args, "validate", None), getattr(args, "mode", None), getattr(args, "replays", 0),
                          getattr(args, "local_wg", None))
     try:
-        _check_route_transport(getattr(args, "route", None))
+        problem = route_transport_problem(getattr(args, "route", None))
+        if problem:
+            raise UsageError(problem)
         if args.command == "check":
             from vkdiff.entry.check_cli import cmd_check
 
@@ -131,16 +132,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vkdiff: interrupted; results already written are kept", file=sys.stderr)
         return 128 + signal.SIGINT
-
-
-def _check_route_transport(route: str | None) -> None:
-    """A routing profile that asks the device itself (``device``) needs raw Vulkan: one line, before device work."""
-    from vkdiff.device.adapters import TRANSPORT_ENV
-    from vkdiff.device.routing import profiles
-
-    if route and profiles().get(route, {}).get("from_device") and os.environ.get(TRANSPORT_ENV, "wgpu") != "vulkan":
-        raise UsageError(f"--route {route} answers ET-VK's queries from the device's own Vulkan features, which wgpu "
-                         f"does not report: add --transport vulkan")
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:

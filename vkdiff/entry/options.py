@@ -198,3 +198,15 @@ def apply_device_options(chosen: str | None, validate: str | None = None, mode: 
         os.environ[VALIDATE_ENV] = validate
     if mode == "graph":
         os.environ[REPLAYS_ENV] = str(replays)
+
+
+def route_transport_problem(route: str | None) -> str | None:
+    """Why ``--route`` cannot run on this transport (one line, before device work), else None: a profile that asks
+    the device itself (``device``) needs raw Vulkan."""
+    from vkdiff.device.adapters import TRANSPORT_ENV
+    from vkdiff.device.routing import profiles
+
+    if route and profiles().get(route, {}).get("from_device") and os.environ.get(TRANSPORT_ENV, "wgpu") != "vulkan":
+        return (f"--route {route} answers ET-VK's queries from the device's own Vulkan features, which wgpu does not "
+                f"report: add --transport vulkan")
+    return None

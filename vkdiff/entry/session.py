@@ -174,10 +174,10 @@ class VkdiffSession:
         """
         from vkdiff.device.trees import EtSourceError, choose_tree
         from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
-        from vkdiff.entry.options import output_problem
+        from vkdiff.entry.options import output_problem, route_transport_problem
 
         problem = output_problem(self.results_dir, "--vkdiff-report" if self.report_dir else "results folder",
-                                 folder=True)
+                                 folder=True) or route_transport_problem(self.route)
         if problem:
             raise pytest.UsageError(problem)
         try:
