@@ -62,7 +62,7 @@ def test_inputs_of_the_wrong_count_shape_or_dtype_name_the_expected_spec(capsys,
     assert "input 0 is int32[4, 64]" in _refused(capsys, [pte, "--inputs", str(dtype)])
     pickled = tmp_path / "object.npz"
     np.savez(pickled, np.array([{"a": 1}], dtype=object))
-    assert "without pickles" in _refused(capsys, [pte, "--inputs", str(pickled)])
+    assert "is an object array (pickles are refused)" in _refused(capsys, [pte, "--inputs", str(pickled)])
 
 
 def test_an_unknown_method_lists_the_methods(capsys, two_partitions):

@@ -10,6 +10,7 @@ import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.entry import cli
+from vkdiff.harness import artifacts
 from vkdiff.store import read
 
 pytestmark = [requires_vulkan, requires_tree]
@@ -99,7 +100,7 @@ class _Payload:
         return os.system, (f"touch {self.marker}",)
 
 
-def _craft(folder, document: dict, arrays: dict) -> None:
+def _craft(folder, document: dict, arrays: dict, pte: bytes = b"not a program") -> None:
     import hashlib
     import io
 
@@ -108,10 +109,11 @@ def _craft(folder, document: dict, arrays: dict) -> None:
     (folder / "models").mkdir(parents=True)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    files = {"document": ("models/x.json", json.dumps(document).encode()), "arrays": ("models/x.npz", buffer.getvalue())}
+    files = {"document": ("models/x.json", json.dumps(document).encode()), "arrays": ("models/x.npz", buffer.getvalue()),
+             "pte": ("models/x.pte", pte)}
     for name, data in files.values():
         (folder / name).write_bytes(data)
-    manifest = {"format": "vkdiff-artifacts/2", "cases": {"evil[4w-vulkan]": {
+    manifest = {"format": artifacts.FORMAT, "cases": {"evil[4w-vulkan]": {
         "ident": {"case": "evil[4w-vulkan]", "op": "evil", "rule": "device", "knobs": {}},
         "files": {role: [name, hashlib.sha256(data).hexdigest()] for role, (name, data) in files.items()}}}}
     (folder / "artifacts.json").write_text(json.dumps(manifest))
@@ -151,3 +153,82 @@ def test_no_pickle_loads_on_any_path_that_reads_files():
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"pickle\.loads?\(|allow_pickle=True|torch\.load\((?!.*weights_only=True)", line)]
     assert not found, found
+
+
+def _forged(saved_folder, tmp_path, *, entry=None, document=None, pte=None):
+    """A copy of ``saved_folder`` edited as an attacker would, every hash in the manifest made to match again."""
+    import hashlib
+    import shutil
+
+    folder = tmp_path / "forged"
+    shutil.copytree(saved_folder, folder)
+    manifest = json.loads((folder / "artifacts.json").read_text())
+    case = manifest["cases"]["two_heads[4w-vulkan]"]
+    manifest["cases"] = {"two_heads[4w-vulkan]": case}
+    if document is not None:
+        path = folder / case["files"]["document"][0]
+        doc = json.loads(path.read_text())
+        document(doc)
+        path.write_text(json.dumps(doc))
+    if pte is not None:
+        (folder / case["files"]["pte"][0]).write_bytes(pte)
+    for role, (name, _) in case["files"].items():
+        case["files"][role][1] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    if entry is not None:
+        entry(case)
+    (folder / "artifacts.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def _refused_line(capsys, folder, tmp_path) -> str:
+    capsys.readouterr()
+    assert cli.main(["run", "--from-artifacts", str(folder), "--results", str(tmp_path / "r.jsonl")]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text().strip()
+    return err[0]
+
+
+def test_a_forged_status_is_refused_not_reported(saved, tmp_path, capsys):
+    """The hole: an entry {"status": ["PASS", "trust me"]} with no files reported PASS, exit 0, having run nothing."""
+    folder = _forged(saved[1], tmp_path, entry=lambda case: case.update(status=["PASS", "trust me"]))
+    assert "carries 'status': artifacts carry inputs, never verdicts" in _refused_line(capsys, folder, tmp_path)
+    folder = _forged(saved[1], tmp_path / "b", entry=lambda case: case["ident"].update(status="PASS"))
+    assert "ident: unknown field 'status'" in _refused_line(capsys, folder, tmp_path)
+
+
+def test_a_tolerance_in_the_document_is_refused(saved, tmp_path, capsys):
+    """The hole: ``"atol": NaN`` passed outputs off by 1.24e3."""
+    folder = _forged(saved[1], tmp_path, document=lambda doc: doc.update(tolerance={"atol": float("nan")}))
+    assert "carries 'tolerance' (tolerances come from vkdiff's policy or --atol/--rtol)" in \
+        _refused_line(capsys, folder, tmp_path)
+
+
+def test_a_swapped_pte_is_refused(saved, tmp_path, capsys):
+    manifest = json.loads((saved[1] / "artifacts.json").read_text())
+    other = manifest["cases"]["embedding_large_vocab[fp32-vulkan]"]["files"]["pte"][0]
+    folder = _forged(saved[1], tmp_path, pte=(saved[1] / other).read_bytes())
+    assert "is not the program the document describes (sha256 differs)" in _refused_line(capsys, folder, tmp_path)
+
+
+def test_a_fifo_or_a_wrong_typed_field_is_one_line(saved, tmp_path, capsys):
+    import os
+
+    folder = _forged(saved[1], tmp_path)
+    case = json.loads((folder / "artifacts.json").read_text())["cases"]["two_heads[4w-vulkan]"]
+    npz = folder / case["files"]["arrays"][0]
+    npz.unlink()
+    os.mkfifo(npz)
+    assert "not a regular file" in _refused_line(capsys, folder, tmp_path)
+    typed = _forged(saved[1], tmp_path / "b", document=lambda doc: doc["program"]["methods"]["forward"].update(
+        inputs="0"))
+    assert "methods.forward.inputs: expected a list, got str" in _refused_line(capsys, typed, tmp_path)
+    deep = _forged(saved[1], tmp_path / "c", document=lambda doc: doc.update(case="x"))
+    (deep / case["files"]["document"][0]).write_text("[" * 200_000 + "]" * 200_000)
+    forged = json.loads((deep / "artifacts.json").read_text())
+    import hashlib
+
+    forged["cases"]["two_heads[4w-vulkan]"]["files"]["document"][1] = hashlib.sha256(
+        (deep / case["files"]["document"][0]).read_bytes()).hexdigest()
+    (deep / "artifacts.json").write_text(json.dumps(forged))
+    assert "JSON nested too deeply" in _refused_line(capsys, deep, tmp_path)

@@ -16,7 +16,7 @@ from vkdiff.datamodel.schemas import (DTYPE_FROM_OUTPUT, OP_SCHEMAS, Argument, O
                                               UnknownOpError, schema_of)
 from vkdiff.datamodel.status import Status
 from vkdiff.datamodel.tolerance import Tolerance
-from vkdiff.datamodel.vkgraph import VK_DTYPES, Call, Delegate, VkOp, VkTensorInfo, content_hash
+from vkdiff.datamodel.vkgraph import MEMORY_LAYOUTS, STORAGE_TYPES, VK_DTYPES, Call, Delegate, VkOp, VkTensorInfo, content_hash
 from vkdiff.datamodel.program import (SCALAR_TYPES, DelegateEntry, Instruction, Method, PreparedProgram, Program,
                                       ProgramFormatError, Source)
 
@@ -24,7 +24,7 @@ __all__ = [
     "FMA_MODELS", "STORE_ROUNDINGS", "Arithmetic",
     "REPAIRED_FLAG", "REPAIRS", "CacheCorruptError", "Repair", "cached_folder", "read_entry", "record_repair", "verify_manifest",
     "write_entry", "write_manifest",
-    "CACHE_ENV", "CacheUnwritableError", "cache_root", "ensure_cache_writable", "CRASH_FLAG", "DEVICE_LOST_FLAG", "HANG_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "VK_DTYPES", "Argument", "Call",
+    "CACHE_ENV", "CacheUnwritableError", "cache_root", "ensure_cache_writable", "CRASH_FLAG", "DEVICE_LOST_FLAG", "HANG_FLAG", "DTYPE_FROM_OUTPUT", "HOST", "OP_SCHEMAS", "SCHEMA", "MEMORY_LAYOUTS", "STORAGE_TYPES", "VK_DTYPES", "Argument", "Call",
     "Delegate", "OpSchema", "Result", "bucket_of", "SchemaError", "Status", "Tolerance", "UnknownOpError", "VkOp", "VkTensorInfo",
     "cache_dir", "clip", "content_hash", "merge", "parse_time", "schema_of", "versions",
     "SCALAR_TYPES", "DelegateEntry", "Instruction", "Method", "PreparedProgram", "Program", "ProgramFormatError", "Source",

@@ -171,6 +171,16 @@ def _delegate_doc(method: str, entry: DelegateEntry, arrays: dict[str, np.ndarra
     return doc
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_FIELD_TYPES = {"int": _is_int, "str": lambda x: isinstance(x, str), "str | None": lambda x: x is None or
+                isinstance(x, str), "list[int]": lambda x: isinstance(x, list) and all(map(_is_int, x))}
+"""Annotation → check, for the record fields a document may set."""
+FRAME_FIELDS = {"filename": str, "lineno": int, "name": str, "context": str}
+
+
 class _Reader:
     """Typed reads of a program document; every failure names the field."""
 
@@ -197,12 +207,50 @@ class _Reader:
         return value
 
     def integer(self, value: Any, what: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not _is_int(value):
             raise self.fail(what, "an integer", value)
+        return value
+
+    def frame(self, value: Any, what: str) -> dict[str, Any]:
+        """One stack frame of an instruction (``filename``, ``lineno``, ``name``, ``context``)."""
+        value = self.mapping(value, what)
+        for key, item in value.items():
+            kind = FRAME_FIELDS.get(key)
+            if kind is None or not (isinstance(item, kind) and not isinstance(item, bool)):
+                raise self.fail(f"{what}.{str(key)[:20]}", kind.__name__ if kind else "a known field", item)
         return value
 
     def ints(self, value: Any, what: str) -> list[int]:
         return [self.integer(v, f"{what}[{i}]") for i, v in enumerate(self.items(value, what))]
+
+    def count(self, value: Any, what: str) -> int:
+        """A count of arrays: no more than the archive holds."""
+        value = self.integer(value, what)
+        if not 0 <= value <= len(self.arrays):
+            raise ProgramFormatError(f"{what}: {value} arrays, the archive holds {len(self.arrays)}")
+        return value
+
+    def key(self, value: Any, what: str) -> int:
+        """A JSON object key that stands for an integer id."""
+        if not isinstance(value, str) or not value.lstrip("-").isdigit() or len(value) > 12:
+            raise ProgramFormatError(f"{what}: key {str(value)[:20]!r} is not an integer")
+        return int(value)
+
+    def record(self, cls: type, value: Any, what: str):
+        """A dataclass of plain fields, each checked against its annotation (``int``, ``str``, ``list[int]``...)."""
+        value = self.mapping(value, what)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise ProgramFormatError(f"{what}: unknown field {str(unknown[0])[:40]!r}")
+        for name, item in value.items():
+            kind = str(fields[name].type)
+            if kind not in _FIELD_TYPES or not _FIELD_TYPES[kind](item):
+                raise self.fail(f"{what}.{name}", kind, item)
+        try:
+            return cls(**value)
+        except TypeError as exc:
+            raise ProgramFormatError(f"{what}: {exc}") from None
 
     def array(self, key: str, what: str) -> np.ndarray:
         try:
@@ -231,7 +279,7 @@ class _Reader:
             instructions.append(Instruction(kind=kind, op=self.text(ins.get("op", ""), f"{what}.instructions[{i}].op"),
                                             delegate=self.integer(ins.get("delegate", -1), f"{what}.instructions[{i}]"),
                                             args=self.ints(ins.get("args", []), f"{what}.instructions[{i}].args"),
-                                            frames=[self.mapping(f, f"{what}.instructions[{i}].frames")
+                                            frames=[self.frame(f, f"{what}.instructions[{i}].frames")
                                                     for f in self.items(ins.get("frames", []), f"{what}.frames")]))
         constants = {vid: self.array(f"{name}/constant/{vid}", f"{what}.constants")
                      for vid in self.ints(doc.get("constants", []), f"{what}.constants")}
@@ -245,9 +293,9 @@ class _Reader:
     def delegate(self, doc: Any, what: str, method: str) -> DelegateEntry:
         doc = self.mapping(doc, what)
         index = self.integer(doc.get("index"), f"{what}.index")
-        sources = {int(k): Source(**{f.name: v.get(f.name, f.default) for f in dataclasses.fields(Source)})
+        sources = {self.key(k, f"{what}.sources"): self.record(Source, v, f"{what}.sources.{k}")
                    for k, v in self.mapping(doc.get("sources", {}), f"{what}.sources").items()}
-        handles = {int(k): self.ints(v, f"{what}.debug_handles")
+        handles = {self.key(k, f"{what}.debug_handles"): self.ints(v, f"{what}.debug_handles")
                    for k, v in self.mapping(doc.get("debug_handles", {}), f"{what}.debug_handles").items()}
         graph = self.graph(doc["graph"], f"{what}.graph", f"{method}/delegate/{index}") if doc.get("graph") else None
         specs = {self.text(k, f"{what}.compile_specs"): self.text(v, f"{what}.compile_specs.{k}")
@@ -267,16 +315,11 @@ class _Reader:
                             node_id=self.integer(op.get("node_id", 0), f"{what}.ops[{i}].node_id")))
         tensors = {}
         for i, t in enumerate(self.items(doc.get("tensors"), f"{what}.tensors")):
-            t = self.mapping(t, f"{what}.tensors[{i}]")
-            try:
-                info = VkTensorInfo(**t)
-                np.dtype(info.dtype)
-            except TypeError as exc:
-                raise ProgramFormatError(f"{what}.tensors[{i}]: {exc}") from None
-            tensors[self.integer(info.id, f"{what}.tensors[{i}].id")] = info
+            info = self.record(VkTensorInfo, t, f"{what}.tensors[{i}]")
+            tensors[info.id] = info
         constants = {vid: self.array(f"{prefix}/{vid}", f"{what}.constants")
                      for vid, info in tensors.items() if info.constant_id >= 0}
-        keys = {int(k): self.text(v, f"{what}.constant_keys")
+        keys = {self.key(k, f"{what}.constant_keys"): self.text(v, f"{what}.constant_keys")
                 for k, v in self.mapping(doc.get("constant_keys", {}), f"{what}.constant_keys").items()}
         return Delegate(ops=ops, values=self.values(doc.get("values"), f"{what}.values"), tensors=tensors,
                         constants=constants, constant_keys=keys, input_ids=self.ints(doc.get("input_ids"), what),
@@ -327,6 +370,7 @@ class PreparedProgram:
         return graphs[0]
 
     def to_document(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """A JSON-able dict and its arrays; the tolerance stays out (the reader applies its own policy)."""
         doc, arrays = self.program.to_document()
         for k, inputs in enumerate(self.steps):
             for i, x in enumerate(inputs):
@@ -335,26 +379,22 @@ class PreparedProgram:
             arrays[f"expected/{k}"] = np.asarray(out)
         return {"case": self.case_id, "method": self.method, "program": doc,
                 "steps": [len(s) for s in self.steps], "expected": len(self.expected or []) if self.expected is not None
-                else None, "tolerance": self.tolerance.to_dict(), "tokens": list(self.tokens)}, arrays
+                else None, "tokens": list(self.tokens)}, arrays
 
     @classmethod
-    def from_document(cls, doc: Any, arrays: Any) -> "PreparedProgram":
-        """Rebuild from ``to_document``'s output, checking every field (``ProgramFormatError`` names a bad one)."""
+    def from_document(cls, doc: Any, arrays: Any, tolerance: Tolerance) -> "PreparedProgram":
+        """Rebuild from ``to_document``'s output, checking every field (``ProgramFormatError`` names a bad one);
+        ``tolerance`` is the reader's: a document never sets its own bound."""
         reader = _Reader(arrays)
         doc = reader.mapping(doc, "prepared")
         program = Program.from_document(doc.get("program"), arrays)
         method = reader.text(doc.get("method"), "method")
         if method not in program.methods:
             raise ProgramFormatError(f"method: {method!r} is not a method of the program")
-        steps = [[reader.array(f"step/{k}/{i}", "steps") for i in range(reader.integer(n, f"steps[{k}]"))]
+        steps = [[reader.array(f"step/{k}/{i}", "steps") for i in range(reader.count(n, f"steps[{k}]"))]
                  for k, n in enumerate(reader.items(doc.get("steps"), "steps"))]
         count = doc.get("expected")
         expected = None if count is None else [reader.array(f"expected/{k}", "expected")
-                                               for k in range(reader.integer(count, "expected"))]
-        tol = reader.mapping(doc.get("tolerance"), "tolerance")
-        try:
-            tolerance = Tolerance(**{k: float(v) for k, v in tol.items()})
-        except (TypeError, ValueError) as exc:
-            raise ProgramFormatError(f"tolerance: {exc}") from None
+                                               for k in range(reader.count(count, "expected"))]
         return cls(case_id=reader.text(doc.get("case"), "case"), program=program, method=method, steps=steps,
                    expected=expected, tolerance=tolerance, tokens=reader.ints(doc.get("tokens", []), "tokens"))

@@ -39,8 +39,24 @@ float16 noise is larger than it.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
+
+
+QUANTIZED_OUTPUT_STEPS = 3
+"""Output quantization steps of slack for a static-int8 delegate's dequantized outputs (as ``_pt2e_tolerance``):
+``FoldQDQPass`` drops the roundings of the quantize/dequantize pairs it erases, which eager keeps."""
+
+
+def dequantized_output_scales(delegate) -> list[float]:
+    """Scales of the ``dequantize_per_tensor`` calls producing a delegate's outputs (static-int8 programs)."""
+    scales = []
+    for op in delegate.ops_named("quantized_decomposed.dequantize_per_tensor"):
+        call = delegate.bind(op)
+        if call.out in delegate.output_ids:
+            scales.append(float(delegate.value(call.args["scale"])))
+    return scales
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -59,15 +75,27 @@ class Tolerance:
     """Multiples of the emulation's slack an element may differ from the reference with the kernel's declared
     rounding, before the output's rounding; 0: no such check."""
 
+    def __post_init__(self) -> None:
+        """A NaN bound passes every comparison and a negative one fails every exact match: neither is a tolerance."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"tolerance {field.name}={value!r}: give a finite number >= 0")
+
     @classmethod
     def for_graphs(cls, graphs) -> "Tolerance":
         """A method output against eager or the reference program: percent-level for float16 delegates or
-        dynamically quantized activations (``choose_qparams``), else 1e-4 (``graphs``: the decoded ``VkGraph`` objects)."""
+        dynamically quantized activations (``choose_qparams``), else 1e-4 (``graphs``: the decoded ``VkGraph`` objects);
+        at least ``QUANTIZED_OUTPUT_STEPS`` output scales where a delegate output comes out of ``dequantize_per_tensor``.
+
+        The policy is computed from the program alone, so a program judged anywhere (an artifact on a GPU runner
+        included) gets the same bound; only the user's command line changes it."""
         graphs = list(graphs)
         fp16 = any(t.dtype == "float16" for g in graphs for t in g.tensors.values())
         dynamic = any(op.name.startswith("torchao.choose_qparams") for g in graphs for op in g.ops)
         rtol = 2e-2 if fp16 or dynamic else 1e-4
-        return cls(atol=rtol, rtol=rtol)
+        scales = [s for g in graphs for s in dequantized_output_scales(g) if math.isfinite(s) and s > 0]
+        return cls(atol=max([rtol] + [QUANTIZED_OUTPUT_STEPS * s for s in scales]), rtol=rtol)
 
     @classmethod
     def for_dtype(cls, dtype) -> "Tolerance":

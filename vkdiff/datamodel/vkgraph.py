@@ -21,6 +21,12 @@ VK_DTYPES = {0: np.bool_, 1: np.uint8, 2: np.int8, 3: np.int32, 4: np.float16, 5
              7: np.int64}
 """``VkDataType`` → numpy dtype."""
 
+STORAGE_TYPES = {0: "BUFFER", 1: "TEXTURE_3D", 2: "TEXTURE_2D", 255: "DEFAULT_STORAGE"}
+MEMORY_LAYOUTS = {0: "TENSOR_WIDTH_PACKED", 1: "TENSOR_HEIGHT_PACKED", 2: "TENSOR_CHANNELS_PACKED",
+                  3: "PACKED_INT8_4W4C", 4: "PACKED_INT8_4H4W", 5: "PACKED_INT8_4W", 6: "PACKED_INT8_4C",
+                  8: "PACKED_INT8_4C1W", 9: "PACKED_INT8_CONV2D", 255: "DEFAULT_LAYOUT"}
+"""``VkStorageType`` / ``VkMemoryLayout`` members of ``schema.fbs`` (names as the graph runtime port reads them)."""
+
 
 @dataclasses.dataclass(kw_only=True)
 class VkTensorInfo:

@@ -7,7 +7,7 @@ import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from vkdiff.entry.options import parse_limits_profile, parse_repeat, parse_route, parse_timeout
+from vkdiff.entry.options import parse_limits_profile, parse_repeat, parse_route, parse_timeout, parse_tolerance
 
 
 def add_check_parser(sub) -> None:
@@ -38,8 +38,8 @@ def add_check_parser(sub) -> None:
                        help="Extra call at sizes below the bound, each tensor input's sizes as 1x3x16, inputs "
                             "separated by commas (repeatable)")
     check.add_argument("--int-range", metavar="LO:HI", default=None, help="Range of generated integer inputs")
-    check.add_argument("--atol", type=float, default=None, help="Absolute tolerance of the method output")
-    check.add_argument("--rtol", type=float, default=None, help="Relative tolerance of the method output")
+    check.add_argument("--atol", type=parse_tolerance, default=None, help="Absolute tolerance of the method output")
+    check.add_argument("--rtol", type=parse_tolerance, default=None, help="Relative tolerance of the method output")
     check.add_argument("--device", metavar="SLUG", action="append", default=[],
                        help="Adapter slug or name substring, repeatable (default: every Vulkan adapter)")
     check.add_argument("--et-src", metavar="PATH", default=None, help="ExecuTorch tree (as for vkdiff run)")
@@ -99,7 +99,7 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
         from vkdiff.harness.artifacts import ArtifactError, load
 
         try:
-            return load(path), None
+            return load(path, atol=args.atol, rtol=args.rtol), None
         except ArtifactError as exc:
             raise SubjectError(str(exc)) from None
     if ":" in subject and subject.rsplit(":", 1)[0].endswith(".py"):

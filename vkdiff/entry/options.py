@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from pathlib import Path
@@ -45,6 +46,17 @@ def parse_repeat(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"--repeat must be a positive integer, got {text!r}")
+    return value
+
+
+def parse_tolerance(text: str) -> float:
+    """``--atol`` / ``--rtol``: a finite number, 0 or more (a NaN bound would pass everything)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a tolerance must be a finite number >= 0, got {text!r}")
     return value
 
 

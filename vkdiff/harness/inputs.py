@@ -10,12 +10,15 @@ problem is an ``InputError``: one line naming the input and what the program exp
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from vkdiff.datamodel import Method
+from vkdiff.datamodel.budget import BudgetError, check_budget
+from vkdiff.datamodel.npz import NpzError, NpzReader
 
 
 class InputError(ValueError):
@@ -114,54 +117,100 @@ def load(path: Path, method: Method) -> list[Any]:
     """Inputs from an ``.npz`` (keys in order: ``arr_0``… or ``0``, ``1``…; no pickles) or a ``.pt`` (a tuple or
     list of tensors; loaded with ``weights_only=True``), checked against the method's specs.
 
+    An ``.npz``'s headers are checked (count, shapes, dtypes) before any array is read, and a ``.pt``'s
+    declared sizes against the host memory budget before torch reads it.
+
     Raises:
-        InputError: unreadable, wrong count, shape or dtype (named with the expected spec).
+        InputError: unreadable, over the budget, wrong count, shape or dtype (named with the expected spec).
     """
     if not path.is_file():
         raise InputError(f"--inputs {path}: no such file")
-    if path.suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                keys = sorted(npz.files, key=lambda k: (int(k.rsplit("_", 1)[-1]) if k.rsplit("_", 1)[-1].isdigit()
-                                                        else 1 << 30, k))
-                values = [npz[k] for k in keys]
-        except (ValueError, OSError) as exc:
-            raise InputError(f"--inputs {path}: not a readable .npz without pickles ({exc})") from None
-    elif path.suffix == ".pt":
-        values = _load_pt(path)
-    else:
-        raise InputError(f"--inputs {path}: give an .npz (numpy.savez) or a .pt (torch.save of a tuple of tensors)")
+    try:
+        if path.suffix == ".npz":
+            values = _load_npz(path, method)
+        elif path.suffix == ".pt":
+            values = _load_pt(path)
+        else:
+            raise InputError(f"--inputs {path}: give an .npz (numpy.savez) or a .pt (torch.save of a tuple of "
+                             f"tensors)")
+    except (NpzError, BudgetError) as exc:
+        raise InputError(f"--inputs {exc}") from None
     return check(values, method, str(path))
 
 
+def _npz_order(key: str) -> tuple[int, str]:
+    tail = key.rsplit("_", 1)[-1]
+    return (int(tail) if tail.isdigit() else 1 << 30, key)
+
+
+def _load_npz(path: Path, method: Method) -> list[Any]:
+    """The archive's arrays in order, each header checked against its input spec before the data is read."""
+    with NpzReader(path, str(path)) as npz:
+        keys = sorted(npz.members, key=_npz_order)
+        _check_count(len(keys), method, str(path))
+        for position, (key, spec) in enumerate(zip(keys, method.input_specs())):
+            _check_kind(position, spec, npz.members[key].shape, npz.members[key].dtype, method, str(path))
+        return [npz.read(k) for k in keys]
+
+
 def _load_pt(path: Path) -> list[Any]:
+    import zipfile
+
     import torch
 
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)  # the user's --inputs: tensors only
+        with zipfile.ZipFile(path) as archive:
+            declared = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise InputError(f"--inputs {path}: not a .pt written by torch.save ({type(exc).__name__})") from None
+    check_budget(declared, str(path))
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # the user's --inputs: tensors only
     except Exception as exc:  # torch raises many kinds for a bad or unsafe file
         raise InputError(f"--inputs {path}: not a .pt of tensors torch can load safely ({type(exc).__name__})") from None
-    items = list(loaded) if isinstance(loaded, (tuple, list)) else [loaded]
-    return [x.detach().float().numpy() if x.dtype == torch.bfloat16 else x.detach().numpy()
-            if isinstance(x, torch.Tensor) else x for x in items]
+    if isinstance(loaded, torch.Tensor):
+        loaded = [loaded]
+    if not isinstance(loaded, (tuple, list)):
+        raise InputError(f"--inputs {path}: holds a {type(loaded).__name__}; save a tuple or list of the method's "
+                         f"inputs in order (torch.save((x, y), path))")
+    bad = [type(x).__name__ for x in loaded if not isinstance(x, (torch.Tensor, int, float, bool))]
+    if bad:
+        raise InputError(f"--inputs {path}: holds a {bad[0]}; give tensors (and plain numbers for scalar inputs)")
+    return [x.detach().float().numpy() if isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16
+            else x.detach().numpy() if isinstance(x, torch.Tensor) else x for x in loaded]
 
 
 def check(values: Sequence[Any], method: Method, where: str) -> list[Any]:
     """``values`` as the method's inputs, each checked against its spec (count, rank, bound, dtype kind)."""
-    specs = method.input_specs()
-    if len(values) != len(specs):
-        raise InputError(f"--inputs {where}: {len(values)} inputs, method {method.name!r} takes {len(specs)} "
-                         f"({', '.join(describe(s) for s in specs)})")
+    _check_count(len(values), method, where)
     out = []
-    for position, (value, spec) in enumerate(zip(values, specs)):
-        if spec.get("kind") != "Tensor":
-            out.append(value.item() if isinstance(value, np.ndarray) and value.size == 1 else value)
-            continue
+    for position, (value, spec) in enumerate(zip(values, method.input_specs())):
         array = np.asarray(value)
-        _check_bound(method, position, spec, array.shape)
-        wanted = np.dtype("float32" if spec["dtype"] == "bfloat16" else spec["dtype"])
-        if array.dtype.kind != wanted.kind and not (array.dtype.kind in "iu" and wanted.kind in "iu"):
-            raise InputError(f"--inputs {where}: input {position} is {array.dtype}{list(array.shape)}, method "
-                             f"{method.name!r} expects {describe(spec)}")
-        out.append(array.astype(wanted, copy=False))
+        _check_kind(position, spec, array.shape, array.dtype, method, where)
+        if spec.get("kind") != "Tensor":
+            out.append(array.item())
+            continue
+        out.append(array.astype(np.dtype("float32" if spec["dtype"] == "bfloat16" else spec["dtype"]), copy=False))
     return out
+
+
+def _check_count(count: int, method: Method, where: str) -> None:
+    specs = method.input_specs()
+    if count != len(specs):
+        raise InputError(f"--inputs {where}: {count} inputs, method {method.name!r} takes {len(specs)} "
+                         f"({', '.join(describe(s) for s in specs)})")
+
+
+def _check_kind(position: int, spec: dict[str, Any], shape: Sequence[int], dtype: np.dtype, method: Method,
+                where: str) -> None:
+    """An input's shape and dtype (known before its data is read) against its spec."""
+    if spec.get("kind") != "Tensor":
+        if math.prod(shape) != 1 or dtype.kind not in "biuf":
+            raise InputError(f"--inputs {where}: input {position} is {dtype}{list(shape)}, method {method.name!r} "
+                             f"expects a number ({describe(spec)})")
+        return
+    _check_bound(method, position, spec, shape)
+    wanted = np.dtype("float32" if spec["dtype"] == "bfloat16" else spec["dtype"])
+    if dtype.kind != wanted.kind and not (dtype.kind in "iu" and wanted.kind in "iu"):
+        raise InputError(f"--inputs {where}: input {position} is {dtype}{list(shape)}, method "
+                         f"{method.name!r} expects {describe(spec)}")

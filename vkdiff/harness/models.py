@@ -51,29 +51,9 @@ def weight_qparams(model) -> dict[str, dict[str, Any]]:
     return out
 
 
-QUANTIZED_OUTPUT_STEPS = 3
-"""Output quantization steps of slack for a static-int8 delegate's dequantized outputs (as ``_pt2e_tolerance``):
-``FoldQDQPass`` drops the roundings of the quantize/dequantize pairs it erases, which eager keeps."""
-
-
 def model_tolerance(lowered: LoweredCase) -> Tolerance:
-    """Model-level bound of a lowering: ``Tolerance.for_graphs`` of its Vulkan delegates, at least
-    ``QUANTIZED_OUTPUT_STEPS`` output scales where a delegate output comes out of ``dequantize_per_tensor``."""
-    tolerance = Tolerance.for_graphs(lowered.delegates)
-    scales = [scale for delegate in lowered.delegates for scale in dequantized_output_scales(delegate)]
-    if not scales:
-        return tolerance
-    return dataclasses.replace(tolerance, atol=max(tolerance.atol, QUANTIZED_OUTPUT_STEPS * max(scales)))
-
-
-def dequantized_output_scales(delegate) -> list[float]:
-    """Scales of the ``dequantize_per_tensor`` calls producing a delegate's outputs (static-int8 programs)."""
-    scales = []
-    for op in delegate.ops_named("quantized_decomposed.dequantize_per_tensor"):
-        call = delegate.bind(op)
-        if call.out in delegate.output_ids:
-            scales.append(float(delegate.value(call.args["scale"])))
-    return scales
+    """Model-level bound of a lowering: the policy of its Vulkan delegates (``Tolerance.for_graphs``)."""
+    return Tolerance.for_graphs(lowered.delegates)
 
 
 def flat_outputs(outputs: Any) -> np.ndarray:

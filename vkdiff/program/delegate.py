@@ -20,19 +20,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vkdiff.datamodel import VK_DTYPES, Delegate, VkOp, VkTensorInfo
+from vkdiff.datamodel import MEMORY_LAYOUTS, STORAGE_TYPES, VK_DTYPES, Delegate, VkOp, VkTensorInfo
 from vkdiff.program.flatbuffers import FlatbufferError, Schema, parse_schema, read
 
 HEADER_MAGIC = b"VH00"
 HEADER_LENGTH = 30
 """``VulkanDelegateHeader``: 4 bytes padding, ``VH00``, u16 header size, u32 flatbuffer offset and size, u32
 constant bytes offset, u64 constant bytes size (little endian)."""
-
-STORAGE_TYPES = {0: "BUFFER", 1: "TEXTURE_3D", 2: "TEXTURE_2D", 255: "DEFAULT_STORAGE"}
-MEMORY_LAYOUTS = {0: "TENSOR_WIDTH_PACKED", 1: "TENSOR_HEIGHT_PACKED", 2: "TENSOR_CHANNELS_PACKED",
-                  3: "PACKED_INT8_4W4C", 4: "PACKED_INT8_4H4W", 5: "PACKED_INT8_4W", 6: "PACKED_INT8_4C",
-                  8: "PACKED_INT8_4C1W", 9: "PACKED_INT8_CONV2D", 255: "DEFAULT_LAYOUT"}
-"""``VkStorageType`` / ``VkMemoryLayout`` members of ``schema.fbs`` (names as the graph runtime port reads them)."""
 
 UNSET_DTYPE = 127
 

@@ -11,14 +11,22 @@ into ``VkGraph`` records with the constants of the program's named data store.
 from __future__ import annotations
 
 import hashlib
+import struct
 from typing import Any
 
 import numpy as np
 
-from vkdiff.datamodel.program import SCALAR_TYPES, DelegateEntry, Instruction, Method, Program
+from vkdiff.datamodel.budget import BudgetError
+from vkdiff.datamodel.text import one_line
+from vkdiff.datamodel.program import SCALAR_TYPES, DelegateEntry, Instruction, Method, Program, ProgramFormatError
+from vkdiff.datamodel.wellformed import check_program
 from vkdiff.program.delegate import DelegateDecodeError, decode, named_buffers
 
 VULKAN_BACKEND = "VulkanBackend"
+MALFORMED = (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, struct.error,
+             UnicodeDecodeError)
+"""What walking the generated flatbuffer classes over crafted bytes raises (a table that is None, an offset or
+index past the end, a field of the wrong type): all mean the program is malformed."""
 
 
 class ProgramLoadError(ValueError):
@@ -26,10 +34,11 @@ class ProgramLoadError(ValueError):
 
 
 def load_pte(data: bytes, name: str = "program.pte") -> Program:
-    """Decode a serialized program.
+    """Decode a serialized program and check every field the executors index by (``check_program``).
 
     Raises:
-        ProgramLoadError: not an ExecuTorch program, truncated, or a Vulkan delegate that cannot be read.
+        ProgramLoadError: not an ExecuTorch program, truncated, a Vulkan delegate that cannot be read, a field out
+            of range, or tensors over the host memory budget.
     """
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -39,16 +48,28 @@ def load_pte(data: bytes, name: str = "program.pte") -> Program:
         pte = deserialize_pte_binary(bytes(data))
     except Exception as exc:  # executorch raises whatever its flatbuffer reader hits on bad bytes
         raise ProgramLoadError(f"{name}: not a readable ExecuTorch program ({type(exc).__name__}: "
-                               f"{str(exc).strip()[:200]}); is it truncated?") from None
-    named = dict(named_buffers(pte.named_data)) if pte.named_data is not None else {}
-    program = pte.program
+                               f"{one_line(exc)}); is it truncated?") from None
     methods = {}
-    for plan in program.execution_plan:
-        try:
-            methods[plan.name] = _method(plan, program, named)
-        except DelegateDecodeError as exc:
-            raise ProgramLoadError(f"{name}: method {plan.name!r}: {exc}") from None
-    return Program(name=name, sha256=hashlib.sha256(data).hexdigest(), methods=methods)
+    try:
+        named = dict(named_buffers(pte.named_data)) if pte.named_data is not None else {}
+        for index, plan in enumerate(pte.program.execution_plan):
+            where = f"method {one_line(repr(plan.name), 60)}" if isinstance(plan.name, str) else \
+                f"execution plan {index}"
+            try:
+                methods[str(plan.name)] = _method(plan, pte.program, named)
+            except DelegateDecodeError as exc:
+                raise ProgramLoadError(f"{name}: {where}: {exc}") from None
+            except MALFORMED as exc:
+                raise ProgramLoadError(f"{name}: {where}: malformed ({type(exc).__name__}: "
+                                       f"{one_line(exc, 120)})") from None
+    except MALFORMED as exc:
+        raise ProgramLoadError(f"{name}: malformed program ({type(exc).__name__}: {one_line(exc, 120)})") from None
+    program = Program(name=name, sha256=hashlib.sha256(data).hexdigest(), methods=methods)
+    try:
+        check_program(program)
+    except (ProgramFormatError, BudgetError) as exc:
+        raise ProgramLoadError(f"{name}: {exc}") from None
+    return program
 
 
 def _method(plan: Any, program: Any, named: dict[str, bytes]) -> Method:
