@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -118,3 +119,55 @@ def test_codegen_comes_from_the_tree_when_it_has_one(tree):
     shutil.copy(wheel, in_tree)
     assert build.codegen_path(tree) == in_tree
     assert "vk_axpy_buffer_float" in build.ShaderBuilder(tree).variants()
+
+
+def test_repointed_index_is_repaired_not_used(tree):
+    """An index entry re-hashed after pointing it at another module passes its own hash; the key derived from the
+    variant's source does not match, so the entry is a repair and the right module is built."""
+    from tests.faults.forgery import repoint_index
+    from vkdiff.datamodel import REPAIRS, read_entry
+
+    builder = build.ShaderBuilder(tree)
+    right, other = builder.build("vk_axpy_buffer_float"), builder.build("vk_axpy_buffer_half")
+    index = builder.index_dir / "vk_axpy_buffer_float.json"
+    repoint_index(index, json.loads(read_entry(builder.index_dir / "vk_axpy_buffer_half.json"))["key"])
+    repairs = len(REPAIRS)
+    again = build.ShaderBuilder(tree).build("vk_axpy_buffer_float")
+    assert again.spv == right.spv != other.spv
+    assert len(REPAIRS) == repairs + 1 and REPAIRS[-1].path == str(index)
+    assert "which vk_axpy_buffer_float's source, headers, flags and glslc do not derive" in REPAIRS[-1].why
+
+
+def test_forged_headers_are_regenerated(tree):
+    """Generated headers in the cache are compared with the codegen's output before glslc reads them."""
+    from vkdiff.datamodel import REPAIRS, cache
+
+    builder = build.ShaderBuilder(tree)
+    helpers = builder.include_dir / "vk_helpers.h"
+    original = helpers.read_text()
+    helpers.write_text(original.replace("2.0 * v", "3.0 * v"))
+    cache.write_manifest(builder.include_dir)
+    cache.VERIFIED.clear()
+    repairs = len(REPAIRS)
+    assert (build.ShaderBuilder(tree).include_dir / "vk_helpers.h").read_text() == original
+    assert len(REPAIRS) == repairs + 1 and "differs from what the tree's codegen generates" in REPAIRS[-1].why
+
+
+def test_rebuild_catches_a_patched_module(tree):
+    """A patched module re-hashed is served by the cache (its hash is its own); compiling again catches it."""
+    from tests.faults.forgery import forge_module
+
+    builder = build.ShaderBuilder(tree)
+    good = builder.build("vk_axpy_buffer_float").spv
+    builder.build("vk_dot")
+    key = json.loads((builder.index_dir / "vk_axpy_buffer_float.json").read_bytes().partition(b"\n")[2])["key"]
+    module = builder.cache / "spv" / f"{key}.spv"
+    forge_module(module)
+    assert build.ShaderBuilder(tree).build("vk_axpy_buffer_float").spv != good, "the trust boundary, as documented"
+    found = {r.name: r for r in build.ShaderBuilder(tree).rechecked()}
+    assert found["vk_dot"].state == "sound"
+    assert (found["vk_axpy_buffer_float"].state, found["vk_axpy_buffer_float"].path) == ("corrupt", module)
+    assert found["vk_axpy_buffer_float"].why == "differs from a fresh compile of vk_axpy_buffer_float"
+    assert build.ShaderBuilder(tree).rechecked(repair=True)[0].why.endswith("; replaced")
+    assert {r.state for r in build.ShaderBuilder(tree).rechecked()} == {"sound"}
+    assert build.ShaderBuilder(tree).build("vk_axpy_buffer_float").spv == good

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import tarfile
 import time
@@ -9,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vkdiff.device import trees
+from vkdiff.datamodel import cache
+from vkdiff.device import build, trees
 
 GLSL = trees.GLSL_SUBDIR
 
@@ -21,6 +24,13 @@ def private_cache(tmp_path, monkeypatch):
     trees.FETCH_ATTEMPTS.clear()
     yield
     trees.FETCH_ATTEMPTS.clear()
+
+
+def new_process() -> None:
+    """Forget what this process verified and loaded, as a fresh ``vkdiff`` process would have."""
+    cache.VERIFIED.clear()
+    trees.FETCH_ATTEMPTS.clear()
+    build._load_codegen.cache_clear()
 
 
 def make_tree(root: Path, marker: str = "v1") -> Path:
@@ -136,3 +146,185 @@ def test_default_offline_is_one_line_within_seconds_and_tried_once(monkeypatch):
 def test_wheel_commit_is_read_from_version_py():
     version, commit = trees.wheel_commit()
     assert version.startswith("1.5.1") and len(commit) == 40
+
+
+FAKE_TREE = Path(__file__).parent / "fake_tree"
+
+
+def codegen_tree(root: Path) -> Path:
+    """A tree with the project's test templates and a copy of the installed executorch's ``gen_vulkan_spv.py``."""
+    (root / GLSL).mkdir(parents=True)
+    for path in FAKE_TREE.iterdir():
+        shutil.copy(path, root / GLSL / path.name)
+    if importlib.util.find_spec("executorch") is None:
+        pytest.skip("NOT_RUN: executorch is not installed (its gen_vulkan_spv.py is the codegen under test)")
+    shutil.copy(build.codegen_path(root), root / build.CODEGEN_IN_TREE)
+    return root
+
+
+def committed(root: Path) -> str:
+    """Make ``root`` a git repository holding it in one commit (fetchable by id); returns the commit."""
+    git("init", "-q", "-b", "main", cwd=root)
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", "tree", cwd=root)
+    git("config", "uploadpack.allowFilter", "true", cwd=root)
+    git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=root)
+    return git("rev-parse", "HEAD", cwd=root)
+
+
+SOURCES = ("tarball", "repo@rev", "default fetch")
+
+
+def into_cache(kind: str, tmp_path: Path, monkeypatch) -> tuple[str | None, Path]:
+    """(``--et-src``, the tree's copy in the cache) for a tree that comes into the cache from source ``kind``."""
+    source = codegen_tree(tmp_path / "src")
+    if kind == "tarball":
+        spec = str(tmp_path / "et.tar.gz")
+        with tarfile.open(spec, "w:gz") as tar:
+            tar.add(source / "backends", arcname="backends")
+    else:
+        commit = committed(source)
+        spec = f"{source}@{commit}" if kind == "repo@rev" else None
+        monkeypatch.setattr(trees, "wheel_commit", lambda: ("1.5.1", commit))
+        monkeypatch.setenv(trees.ET_REPO_ENV, f"file://{source}")
+    choice = trees.choose_tree(spec)
+    assert choice.path is not None and choice.path.parent.name == "trees" and not choice.repaired, choice.note
+    return spec, choice.path
+
+
+@pytest.fixture(params=SOURCES)
+def cached_tree(request, tmp_path, monkeypatch) -> tuple[str | None, Path]:
+    """``into_cache`` for each source."""
+    return into_cache(request.param, tmp_path, monkeypatch)
+
+
+PAYLOAD = "\nimport pathlib\npathlib.Path({marker!r}).write_text('the cached codegen ran')\n"
+
+
+def tamper(tree: Path, marker: Path) -> tuple[bytes, bytes]:
+    """Edit the cached codegen (a marker-writing payload) and a template, then hash the folder's manifest again the
+    way vkdiff writes it; returns the two files' original bytes."""
+    codegen, template = tree / build.CODEGEN_IN_TREE, tree / GLSL / "vk_axpy.glsl"
+    originals = codegen.read_bytes(), template.read_bytes()
+    codegen.write_text(codegen.read_text() + PAYLOAD.format(marker=str(marker)))
+    template.write_text(template.read_text().replace("twice(", "3.0 * twice("))
+    cache.write_manifest(tree)
+    assert cache.verify_manifest(tree) > 0, "the manifest alone cannot tell"
+    return originals
+
+
+def test_tampered_cached_tree_is_extracted_again_and_never_run(cached_tree, tmp_path):
+    spec, tree = cached_tree
+    marker = tmp_path / "marker"
+    assert "vk_axpy_buffer_float" in build.ShaderBuilder(tree).variants()
+    originals = tamper(tree, marker)
+    checkout = tmp_path / "checkout"
+    shutil.copytree(tree, checkout)
+    new_process()
+    repairs = len(cache.REPAIRS)
+    choice = trees.choose_tree(spec)
+    assert choice.path == tree and choice.repaired
+    assert len(cache.REPAIRS) == repairs + 1 and cache.REPAIRS[-1].why.startswith("differs from ")
+    assert ((tree / build.CODEGEN_IN_TREE).read_bytes(), (tree / GLSL / "vk_axpy.glsl").read_bytes()) == originals
+    assert "vk_axpy_buffer_float" in build.ShaderBuilder(tree).variants()
+    assert not marker.exists(), "the tampered codegen ran"
+    build.ShaderBuilder(checkout).variants()
+    assert marker.exists(), "control: the payload runs from a checkout (the user's own tree, trusted as given)"
+
+
+def test_sound_cached_tree_is_checked_once_per_process(cached_tree, monkeypatch):
+    spec, tree = cached_tree
+    new_process()
+    calls = []
+    compare = trees._compare
+    monkeypatch.setattr(trees, "_compare", lambda *a: calls.append(a) or compare(*a))
+    first, second = trees.choose_tree(spec), trees.choose_tree(spec)
+    assert first.path == second.path == tree and not first.repaired and not second.repaired
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("edit", ["extra file", "missing file", "symlink"])
+def test_any_difference_from_the_source_is_a_repair(cached_tree, edit):
+    spec, tree = cached_tree
+    template = tree / GLSL / "vk_dot.glsl"
+    if edit == "extra file":
+        (tree / GLSL / "vk_new.yaml").write_text("vk_new: !!python/object/apply:os.getpid []\n")
+    elif edit == "missing file":
+        template.unlink()
+    else:
+        template.unlink()
+        template.symlink_to(tree / GLSL / "vk_axpy.glsl")
+    cache.write_manifest(tree)
+    new_process()
+    assert trees.choose_tree(spec).repaired
+    assert not (tree / GLSL / "vk_new.yaml").exists() and not template.is_symlink() and template.is_file()
+
+
+def test_planted_bytecode_never_runs(cached_tree, tmp_path):
+    """A ``__pycache__`` beside the cached codegen, valid for its source's mtime and size, is no source's file: it is
+    deleted, and the codegen runs from its checked source."""
+    spec, tree = cached_tree
+    marker = tmp_path / "marker"
+    codegen = tree / build.CODEGEN_IN_TREE
+    stat = codegen.stat()
+    code = compile(codegen.read_text() + PAYLOAD.format(marker=str(marker)), str(codegen), "exec")
+    from importlib import _bootstrap_external
+
+    planted = Path(importlib.util.cache_from_source(str(codegen)))
+    planted.parent.mkdir()
+    planted.write_bytes(_bootstrap_external._code_to_timestamp_pyc(code, stat.st_mtime, stat.st_size))
+    new_process()
+    assert not trees.choose_tree(spec).repaired and not planted.parent.exists()
+    planted.parent.mkdir()
+    planted.write_bytes(_bootstrap_external._code_to_timestamp_pyc(code, stat.st_mtime, stat.st_size))
+    build._load_codegen.cache_clear()
+    assert "vk_axpy_buffer_float" in build.ShaderBuilder(tree).variants()
+    assert not marker.exists()
+
+
+def test_default_fetch_keeps_its_repository(tmp_path, monkeypatch):
+    _, tree = into_cache("default fetch", tmp_path, monkeypatch)
+    kept = trees.fetch_repository(tree.name)
+    assert (kept / ".git").is_dir() and [p.name for p in kept.iterdir()] == [".git"]
+    shutil.rmtree(kept)
+    new_process()
+    choice = trees.choose_tree(None)
+    assert choice.repaired and (kept / ".git").is_dir() and choice.path == tree
+    assert "no repository" in cache.REPAIRS[-1].why
+
+
+def test_swapped_repository_object_is_refused(tmp_path):
+    """git serves a loose object whose content was swapped under its name (it does not hash objects at rest); the
+    check hashes every object it reads from the commit id down, so such a repository cannot vouch for a tree."""
+    source = make_tree(tmp_path / "src")
+    commit = committed(source)
+    tree = trees.resolve_et_src(f"{source}@{commit}")
+    glsl, parent = (git("rev-parse", f"{commit}:{path}", cwd=source) for path in (GLSL, GLSL.parent))
+    loose = source / ".git" / "objects" / glsl[:2] / glsl[2:]
+    loose.chmod(0o644)
+    loose.write_bytes((source / ".git" / "objects" / parent[:2] / parent[2:]).read_bytes())
+    assert git("cat-file", "-t", glsl, cwd=source) == "tree", "git itself serves the swapped object"
+    with pytest.raises(cache.CacheCorruptError, match=f"object {glsl[:12]} does not hash to its name"):
+        trees.check_git(tree, source, commit)
+
+
+def test_forged_repository_config_runs_nothing(tmp_path):
+    """A cached partial clone whose config was forged (an ssh promisor with ``core.sshCommand``) and whose tree object
+    was deleted would run that command through git's lazy fetch; the check refuses every transport."""
+    source = make_tree(tmp_path / "src")
+    commit = committed(source)
+    tree = trees.resolve_et_src(f"file://{source}@{commit}")
+    clone = next((trees.cache_dir() / "repos").iterdir())
+    packs = tmp_path / "packs"
+    shutil.move(clone / "objects" / "pack", packs)
+    for pack in packs.glob("*.pack"):
+        subprocess.run(["git", "-C", str(clone), "unpack-objects", "-q"], stdin=pack.open("rb"), check=True)
+    glsl = git("rev-parse", f"{commit}:{GLSL}", cwd=source)
+    (clone / "objects" / glsl[:2] / glsl[2:]).unlink()
+    marker = tmp_path / "ran"
+    for key, value in [("remote.origin.url", "ssh://vkdiff.invalid/x"), ("protocol.ssh.allow", "always"),
+                       ("core.sshCommand", f"touch {marker}; false")]:
+        git("config", key, value, cwd=clone)
+    with pytest.raises(cache.CacheCorruptError, match=f"no tree {glsl[:12]}"):
+        trees.check_git(tree, clone, commit)
+    assert not marker.exists()

@@ -8,12 +8,14 @@ screen per repair, never a traceback or a silent ``NOT_SUPPORTED``.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.faults.forgery import forge_one, repoint_index
 from tests.testutils import main_tree, requires_tree, requires_vulkan
 from vkdiff.datamodel import REPAIRED_FLAG, cache
 from vkdiff.entry import cli
@@ -84,9 +86,9 @@ def test_garbled_entry_is_repaired(baseline, tmp_path, monkeypatch, capsys, kind
     shutil.copytree(source, root)
     kinds = entries(root)
     garble(random.Random(f"{kind}-{how}").choice(sorted(kinds[kind])), how)
-    if kind == "include":  # headers are read when a variant compiles: drop the index so one does
-        for index in kinds["index"]:
-            index.unlink()
+    if kind == "include":  # glslc reads the headers folder only when a variant compiles: drop the modules so one does
+        for entry in kinds["index"] + kinds["spv"]:
+            entry.unlink()
     check_repaired(statuses, *run(root, tmp_path / "r.jsonl", monkeypatch, capsys))
     code, again, err = run(root, tmp_path / "again.jsonl", monkeypatch, capsys)
     assert code == 0 and "cache repaired" not in err and not any(REPAIRED_FLAG in r.flags for r in again)
@@ -133,3 +135,51 @@ def test_unwritable_cache_is_one_usage_error(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"vkdiff: error: cache folder {blocker / 'cache'} cannot be written") and err.count("\n") == 1
     assert "VKDIFF_CACHE_DIR" in err
+
+
+def test_repointed_index_is_caught_on_use(baseline, tmp_path, monkeypatch, capsys):
+    """An index entry pointed at another variant's module and hashed again passes ``cache verify``; the run derives
+    the key from the variant's source, so it repairs the entry instead of running the wrong shader."""
+    source, statuses = baseline
+    root = tmp_path / "cache"
+    shutil.copytree(source, root)
+    indexes = sorted(entries(root)["index"])
+    first, second = (json.loads(cache.read_entry(p))["key"] for p in indexes[:2])
+    assert first != second
+    repoint_index(indexes[0], second)
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(root))
+    assert cli.main(["cache", "verify"]) == 0, "the forged entry's own hash is sound"
+    capsys.readouterr()
+    check_repaired(statuses, *run(root, tmp_path / "r.jsonl", monkeypatch, capsys))
+
+
+def test_patched_module_is_caught_by_verify_rebuild(baseline, tmp_path, monkeypatch, capsys):
+    """A module patched (``FAbs`` → ``FSign``, else a constant negated) and hashed again passes ``cache verify`` and is
+    used by a run (the documented trust boundary); ``cache verify --rebuild`` compiles it again and finds it."""
+    source, statuses = baseline
+    root = tmp_path / "cache"
+    shutil.copytree(source, root)
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(root))
+    module, _ = forge_one(sorted(entries(root)["spv"]))
+    assert cli.main(["cache", "verify"]) == 0
+    assert "module bytes were checked against their own hash only" in capsys.readouterr().out
+    rebuild = ["cache", "verify", "--rebuild", "--et-src", main_tree()[0]]
+    assert cli.main(rebuild) == 1
+    out = capsys.readouterr().out
+    assert f"corrupt: {module} (differs from a fresh compile of " in out, out
+    assert "not checked: " in out and "transformed modules in baked/" in out
+    assert cli.main([*rebuild, "--repair"]) == 0 and "; replaced)" in capsys.readouterr().out
+    assert cli.main(rebuild) == 0
+    assert f"compiled again, identical: {len(entries(root)['index'])}" in capsys.readouterr().out
+    code, results, err = run(root, tmp_path / "r.jsonl", monkeypatch, capsys)
+    assert code == 0 and {(r.case, r.rule): r.status for r in results} == statuses, err
+
+
+def test_rebuild_names_what_it_cannot_check(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(tmp_path / "cache"))
+    assert cli.main(["cache", "verify", "--et-src", "none"]) == 2
+    assert "add --rebuild" in capsys.readouterr().err
+    assert cli.main(["cache", "verify", "--rebuild", "--et-src", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkdiff: error: vkdiff cache verify --rebuild needs the tree the modules were built from: "
+                          "no ExecuTorch tree") and err.count("\n") == 1

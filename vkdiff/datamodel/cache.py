@@ -7,6 +7,12 @@ a manifest of every file's hash, written last, inside a staging folder that is r
 into place. A read that fails the check raises ``CacheCorruptError``; the caller
 discards the entry, rebuilds it and calls ``record_repair``, so that the results that
 used it carry the flag ``cache-repaired`` and the user sees one line.
+
+The hash is unkeyed: it catches accidental corruption and interrupted writes, not an entry
+forged by someone who can write the cache (edit, then hash again). What can be checked
+against a source is checked by the caller: a folder entry may come with a ``check`` that
+compares it with its source (trees against their tarball or git commit, headers against
+the codegen), and SPIR-V index keys are derived again from the generated source.
 """
 
 from __future__ import annotations
@@ -138,16 +144,21 @@ VERIFIED: set[Path] = set()
 """Folder entries checked against their manifest in this process (each is hashed once per run)."""
 
 
-def cached_folder(target: str | os.PathLike, make: Callable[[Path], None]) -> Path:
-    """``target``, verified against its manifest, or made by ``make(staging)`` and published atomically.
+def cached_folder(target: str | os.PathLike, make: Callable[[Path], None],
+                  check: Callable[[Path], None] | None = None) -> Path:
+    """``target``, verified against its manifest (and by ``check``, once per process), or made by ``make(staging)``
+    and published atomically.
 
-    A copy that fails its check is recorded as a repair, discarded and made again. When another
-    process publishes first, its copy is kept.
+    ``check(folder)`` compares an existing copy with its source and raises ``CacheCorruptError`` when they differ:
+    the manifest alone cannot tell a forged copy from a sound one. A copy that fails either check is recorded as
+    a repair, discarded and made again. When another process publishes first, its copy is kept.
     """
     target = Path(target)
     if target.exists() and target not in VERIFIED:
         try:
             verify_manifest(target)
+            if check is not None:
+                check(target)
             VERIFIED.add(target)
         except CacheCorruptError as exc:
             record_repair(exc)

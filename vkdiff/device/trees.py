@@ -12,6 +12,14 @@ vkdiff never ships ExecuTorch sources; it reads them at run time from:
   is found unreachable within seconds, once per process, and kernel cases are ``NOT_RUN``
   with a line that says how to give a tree.
 * ``none`` (``--et-src none`` or ``VKDIFF_ET_SRC=none``): no tree, no fetch.
+
+A tree is code: its ``gen_vulkan_spv.py``, the ``$`` lines of its templates and its yaml (read with
+PyYAML's full loader) run when variants are generated. So a tree kept in the cache is compared with
+its source once per process before any of it runs (``cached_folder``'s ``check``): an extracted
+tarball with the tarball's members, a git tree with the commit's blob ids read from the repository
+with every object hashed again on the way from the commit id. A copy that differs is a recorded
+repair (extracted or fetched again, results flagged ``cache-repaired``), never used; Python bytecode
+(``__pycache__``), which no source covers, is deleted.
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ import tarfile
 import tempfile
 import urllib.parse
 from pathlib import Path
+from typing import Callable
 
-from vkdiff.datamodel import REPAIRS, cache_dir, cached_folder
+from vkdiff.datamodel import REPAIRS, CacheCorruptError, cache_dir, cached_folder
+from vkdiff.datamodel.cache import MANIFEST
 
 GLSL_SUBDIR = Path("backends/vulkan/runtime/graph/ops/glsl")
 ET_SRC_ENV = "VKDIFF_ET_SRC"
@@ -111,10 +121,15 @@ def _trees() -> Path:
     return path
 
 
-def _git(*args: str, timeout: float | None = None) -> str:
+OFFLINE = {"GIT_ALLOW_PROTOCOL": ""}
+"""Environment of git commands that check a cached repository: no transport at all, so a forged config there
+(a promisor remote with ``core.sshCommand``) cannot run a command through a lazy fetch."""
+
+
+def _git(*args: str, timeout: float | None = None, offline: bool = False) -> str:
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(OFFLINE if offline else {})})
     except subprocess.TimeoutExpired:
         raise EtSourceError(f"git {' '.join(args[:3])}: no answer within {timeout:.0f} s") from None
     if done.returncode:
@@ -144,8 +159,9 @@ def checkout_revision(repo: str, rev: str) -> Path:
         if archive.returncode:
             raise EtSourceError(f"--et-src {repo}@{rev}: {archive.stderr.decode().strip()}")
         subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
+        _faithful(staging, repo, commit, f"--et-src {repo}@{rev}")
 
-    target = cached_folder(_trees() / commit[:16], extract)
+    target = cached_folder(_trees() / commit[:16], extract, check=lambda folder: check_git(folder, repo, commit))
     if not is_tree(target):
         raise EtSourceError(f"--et-src {repo}@{rev} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
     return target
@@ -168,7 +184,9 @@ def extract_tarball(archive: Path) -> Path:
         except (tarfile.TarError, OSError) as exc:
             raise EtSourceError(f"--et-src {archive}: cannot extract: {exc}") from None
 
-    root = _tree_root(cached_folder(_trees() / f"tar-{digest.hexdigest()[:16]}", extract))
+    folder = cached_folder(_trees() / f"tar-{digest.hexdigest()[:16]}", extract,
+                           check=lambda found: check_tarball(found, archive))
+    root = _tree_root(folder)
     if root is None:
         raise EtSourceError(f"--et-src {archive} is not a tarball of an ExecuTorch tree: missing {GLSL_SUBDIR}/")
     return root
@@ -261,12 +279,29 @@ def fetch_commit(repo: str, commit: str) -> Path:
     return outcome
 
 
+def fetch_repository(commit: str) -> Path:
+    """Where the default fetch keeps the repository it fetched ``commit`` into (the tree is checked against it)."""
+    return cache_dir() / "repos" / f"fetch-{commit[:16]}"
+
+
 def _fetch(repo: str, commit: str) -> Path:
+    """``backends/vulkan`` of ``commit`` into the cache, from a sparse, blob-filtered, depth-1 fetch that is kept.
+
+    What git guarantees about the kept repository: each object it received was hashed when it arrived (``git
+    fetch`` indexes the pack), and an object's name is the hash of its content, so the trees reachable from the
+    commit id (which comes from the installed wheel, not from the cache) name every blob of the tree. What it
+    does not: objects at rest are not hashed again when read, so someone who can write the cache can edit the
+    repository's objects, refs or config. That is why the check (``check_git``) reads only objects named by the
+    commit id, hashes each again itself, and runs git there with every transport refused (``OFFLINE``).
+    """
+    kept = fetch_repository(commit)
+
     def fetch(staging: Path) -> None:
         why = _reachable(repo)
         if why is not None:
             raise EtSourceError(why)
-        work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=_trees()))
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=kept.parent))
         try:
             _git("init", "-q", str(work))
             _git("-C", str(work), "remote", "add", "origin", repo)
@@ -276,8 +311,201 @@ def _fetch(repo: str, commit: str) -> Path:
             _git("-C", str(work), "checkout", "-q", "FETCH_HEAD", timeout=FETCH_TIMEOUT_S)
             if not is_tree(work):
                 raise EtSourceError(f"commit {commit[:10]} of {repo} has no {GLSL_SUBDIR}/")
-            (work / "backends").rename(staging / "backends")
+            (staging / "backends").mkdir()
+            (work / "backends" / "vulkan").rename(staging / "backends" / "vulkan")
+            _faithful(staging, work, commit, f"commit {commit[:10]} of {repo}")
+            _keep_repository(work, kept)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    return cached_folder(_trees() / commit[:16], fetch)
+    return cached_folder(_trees() / commit[:16], fetch, check=lambda folder: check_git(folder, kept, commit))
+
+
+def _keep_repository(work: Path, kept: Path) -> None:
+    """Publish the fetch's repository (its ``.git`` only) as ``kept``, replacing an older one."""
+    for path in work.iterdir():
+        if path.name != ".git":
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    shutil.rmtree(kept, ignore_errors=True)
+    try:
+        work.rename(kept)
+    except OSError:
+        if not kept.exists():
+            raise
+
+
+def _faithful(staging: Path, repo: str | Path, commit: str, source: str) -> None:
+    """A fresh extraction must equal the commit's blobs, or every later check would find it changed."""
+    try:
+        check_git(staging, repo, commit)
+    except CacheCorruptError as exc:
+        raise EtSourceError(f"{source}: the extracted files differ from the commit's blobs ({exc.path.name}: "
+                            f"{exc.why}; a .gitattributes export-subst or filter?)") from None
+
+
+TreeFiles = dict[str, tuple[bool, str]]
+"""Relative path → (is a symbolic link, digest of its content or link target)."""
+
+
+def check_tarball(folder: Path, archive: Path) -> None:
+    """Compare an extracted tarball with the archive's members, hashing each while streaming the archive.
+
+    Raises:
+        CacheCorruptError: a file differs, is missing, or is not in the archive; or the archive cannot be read.
+    """
+    try:
+        expected = _tarball_files(archive, folder)
+    except (tarfile.TarError, OSError) as exc:
+        raise CacheCorruptError(folder, f"cannot read {archive} to check it: {exc}") from None
+    _compare(folder, expected, _sha256, str(archive))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _tarball_files(archive: Path, dest: Path) -> TreeFiles:
+    """What ``extractall(filter="data")`` writes for each member, by digest (members it refuses are left out)."""
+    found: TreeFiles = {}
+    keep = getattr(tarfile, "data_filter", lambda member, path: member)
+    with tarfile.open(archive, "r|*") as tar:
+        for member in tar:
+            try:
+                member = keep(member, str(dest))
+            except tarfile.FilterError:
+                continue
+            name = os.path.normpath(member.name)
+            if member.isfile():
+                found[name] = (False, _stream_digest(tar.extractfile(member)))
+            elif member.issym():
+                found[name] = (True, _sha256(member.linkname.encode()))
+            elif member.islnk() and os.path.normpath(member.linkname) in found:
+                found[name] = found[os.path.normpath(member.linkname)]
+    return found
+
+
+def _stream_digest(handle) -> str:
+    digest = hashlib.sha256()
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def check_git(folder: Path, repo: str | Path, commit: str) -> None:
+    """Compare a cached tree with ``backends/vulkan`` of ``commit``: git blob ids, ``sha1(b"blob %d\\0" + data)``,
+    against the commit's trees, each tree object hashed again on the way from the commit id.
+
+    Raises:
+        CacheCorruptError: a file differs, is missing or is extra; or the repository cannot show the commit.
+    """
+    if not Path(repo).exists():
+        raise CacheCorruptError(folder, f"no repository {repo} to check it against")
+    try:
+        expected = commit_files(repo, commit, "backends/vulkan")
+    except (EtSourceError, OSError) as exc:
+        raise CacheCorruptError(folder, f"cannot check it against {repo}: {exc}") from None
+    length = max((len(oid) for _, oid in expected.values()), default=40)
+    _compare(folder, expected, lambda data: _git_id(b"blob", data, length), f"commit {commit[:10]}")
+
+
+def _git_id(kind: bytes, data: bytes, length: int) -> str:
+    """The object id git gives ``data`` (sha1, or sha256 in a repository of 64-digit ids)."""
+    digest = hashlib.sha256() if length == 64 else hashlib.sha1()
+    digest.update(kind + b" %d\0" % len(data) + data)
+    return digest.hexdigest()
+
+
+class _ObjectReader:
+    """``git cat-file --batch`` in one process; every object read is hashed again and refused if it differs."""
+
+    def __init__(self, repo: str | Path, id_length: int):
+        self.repo, self.id_length = repo, id_length
+        self.proc = subprocess.Popen(["git", "-C", str(repo), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **OFFLINE})
+
+    def read(self, oid: str, kind: bytes) -> bytes:
+        self.proc.stdin.write(oid.encode() + b"\n")
+        self.proc.stdin.flush()
+        header = self.proc.stdout.readline().split()
+        if len(header) != 3 or header[1] != kind:
+            raise EtSourceError(f"{self.repo}: no {kind.decode()} {oid[:12]}")
+        data = self.proc.stdout.read(int(header[2]) + 1)[:-1]
+        if _git_id(kind, data, self.id_length) != oid:
+            raise EtSourceError(f"{self.repo}: object {oid[:12]} does not hash to its name")
+        return data
+
+    def entries(self, oid: str) -> list[tuple[str, str, str]]:
+        """(mode, name, object id) of each entry of tree ``oid``."""
+        data, size, at, found = self.read(oid, b"tree"), self.id_length // 2, 0, []
+        while at < len(data):
+            space = data.index(b" ", at)
+            nul = data.index(b"\0", space)
+            found.append((data[at:space].decode(), data[space + 1:nul].decode("utf-8", "surrogateescape"),
+                          data[nul + 1:nul + 1 + size].hex()))
+            at = nul + 1 + size
+        return found
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+FULL_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def commit_files(repo: str | Path, commit: str, subdir: str) -> TreeFiles:
+    """Every file under ``subdir`` at ``commit`` with its blob id, read from the commit id down, hashes checked."""
+    if not FULL_ID.fullmatch(commit):
+        commit = _git("-C", str(repo), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", offline=True)
+    reader = _ObjectReader(repo, len(commit))
+    try:
+        head = reader.read(commit, b"commit").split(b"\n", 1)[0].split()
+        if len(head) != 2 or head[0] != b"tree":
+            raise EtSourceError(f"{repo}: commit {commit[:12]} names no tree")
+        oid = head[1].decode()
+        for part in subdir.split("/"):
+            entries = {name: (mode, sub) for mode, name, sub in reader.entries(oid)}
+            if entries.get(part, ("",))[0] != "40000":
+                raise EtSourceError(f"{repo}: commit {commit[:12]} has no {subdir}/")
+            oid = entries[part][1]
+        return {f"{subdir}/{path}": found for path, found in _walk(reader, oid, "")}
+    finally:
+        reader.close()
+
+
+def _walk(reader: _ObjectReader, oid: str, prefix: str):
+    """(path, (is a link, blob id)) of every file below tree ``oid`` (submodules have no files here)."""
+    for mode, name, sub in reader.entries(oid):
+        if mode == "40000":
+            yield from _walk(reader, sub, f"{prefix}{name}/")
+        elif mode != "160000":
+            yield f"{prefix}{name}", (mode == "120000", sub)
+
+
+def _compare(folder: Path, expected: TreeFiles, digest: Callable[[bytes], str], source: str) -> None:
+    """Raise ``CacheCorruptError`` unless ``folder`` holds exactly ``expected`` (bytecode is deleted first)."""
+    found = _present(folder)
+    for rel in sorted(set(found) | set(expected)):
+        path = folder / rel
+        if rel not in expected:
+            raise CacheCorruptError(path, f"not in {source}")
+        if rel not in found:
+            raise CacheCorruptError(path, f"missing ({source} has it)")
+        link, want = expected[rel]
+        if found[rel] != link or digest(os.readlink(path).encode() if link else path.read_bytes()) != want:
+            raise CacheCorruptError(path, f"differs from {source}")
+
+
+def _present(folder: Path) -> dict[str, bool]:
+    """Relative path → is a symbolic link, for every file and link below ``folder`` (the manifest left out)."""
+    present: dict[str, bool] = {}
+    for top, dirs, files in os.walk(folder):
+        if "__pycache__" in dirs:
+            shutil.rmtree(Path(top, "__pycache__"))
+            dirs.remove("__pycache__")
+        for name in files + [d for d in dirs if Path(top, d).is_symlink()]:
+            path = Path(top, name)
+            present[str(path.relative_to(folder))] = path.is_symlink()
+    present.pop(MANIFEST, None)
+    return present

@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
     verify = cache_sub.add_parser("verify", help="Check every cache entry against its content hash")
     verify.add_argument("--repair", action="store_true", help="Delete corrupt entries (rebuilt when next used)")
+    verify.add_argument("--rebuild", action="store_true",
+                        help="Also generate and compile again every cached module of the tree and compare the bytes "
+                             "(needs glslc and the tree's codegen)")
+    verify.add_argument("--et-src", default=None, metavar="TREE",
+                        help="The tree --rebuild compiles (as for run: a checkout, REPO@REV, a tarball or none)")
     cache_sub.add_parser("clear", help="Delete the whole cache")
     from vkdiff.entry.bisect_cli import add_bisect_parser
 
@@ -352,7 +357,8 @@ def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupt
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    """``vkdiff cache verify [--repair]`` (exit 1 when corrupt entries remain) and ``vkdiff cache clear``."""
+    """``vkdiff cache verify [--repair] [--rebuild [--et-src TREE]]`` (exit 1 when corrupt entries remain) and
+    ``vkdiff cache clear``."""
     from vkdiff.entry import cache_admin
     from vkdiff.datamodel import cache_dir, cache_root
 
@@ -362,12 +368,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
         files, size = cache_admin.clear(root)
         print(f"removed {root}: {files} files, {size / 2**20:.1f} MiB")
         return 0
-    report = cache_admin.verify(root, repair=args.repair)
+    if args.et_src is not None and not args.rebuild:
+        raise UsageError("vkdiff cache verify: --et-src names the tree --rebuild compiles; add --rebuild")
+    rebuild = cache_admin.rebuilder(args.et_src, root) if args.rebuild else None
+    report = cache_admin.verify(root, repair=args.repair, rebuild=rebuild)
     print(f"cache {root}")
     print("\n".join(report.lines()))
     if report.corrupt and args.repair:
-        print(f"deleted {len(report.corrupt)} corrupt entries and {len(report.stale)} leftovers; they are rebuilt "
-              f"when next used")
+        print(f"repaired {len(report.corrupt)} corrupt entries and deleted {len(report.stale)} leftovers; what was "
+              f"deleted is rebuilt when next used")
     return EXIT_FAIL if report.corrupt and not args.repair else 0
 
 
