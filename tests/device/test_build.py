@@ -171,3 +171,19 @@ def test_rebuild_catches_a_patched_module(tree):
     assert build.ShaderBuilder(tree).rechecked(repair=True)[0].why.endswith("; replaced")
     assert {r.state for r in build.ShaderBuilder(tree).rechecked()} == {"sound"}
     assert build.ShaderBuilder(tree).build("vk_axpy_buffer_float").spv == good
+
+
+def test_rebuild_lists_the_trees_it_did_not_check(tree, tmp_path):
+    from vkdiff.entry import cache_admin
+
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    (other / build.GLSL_SUBDIR / "vk_dot.glsl").write_text((tree / build.GLSL_SUBDIR / "vk_dot.glsl").read_text() + "\n")
+    build.ShaderBuilder(tree).build("vk_dot")
+    build.ShaderBuilder(other).build("vk_dot")
+    builder = build.ShaderBuilder(tree)
+    report = cache_admin.verify(builder.cache, rebuild=builder)
+    assert report.rebuilt == 1 and not report.corrupt
+    assert report.unchecked == [f"1 module of another tree (index/{build.ShaderBuilder(other).tree}, last built from "
+                                f"{other}): pass that tree with --et-src",
+                                "1 of 2 modules in spv/ belong to no variant of this tree (pass their tree with --et-src)"]

@@ -33,7 +33,7 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping
 
-from vkdiff.device.trees import GLSL_SUBDIR
+from vkdiff.device.trees import GLSL_SUBDIR, origin_of
 from vkdiff.datamodel import (CACHE_ENV, CacheCorruptError, cache_dir, cached_folder, read_entry,
                                       record_repair, write_entry)
 from vkdiff.datamodel.cache import MANIFEST
@@ -546,7 +546,7 @@ class ShaderBuilder:
             self._discard(exc)
             spv, used = self._compile_and_store(name, prepared, spv_path)
         write_entry(index, json.dumps({"key": key, "polyfilled": prepared.polyfilled, "glslc": glslc_version(),
-                                       "dot_polyfill": self._polyfill, "tree": str(self.et_src)}).encode())
+                                       "dot_polyfill": self._polyfill, "tree": origin_of(self.et_src)}).encode())
         self._checked[name] = key
         return BuiltShader(name=name, spv=spv, polyfilled=prepared.polyfilled, flags=used)
 

@@ -71,6 +71,15 @@ class TreeChoice:
     """The cached copy of the tree failed its check and was extracted or fetched again."""
 
 
+ORIGINS: dict[Path, str] = {}
+"""A tree in the cache → the ``--et-src`` it was resolved from in this process (what to pass to use it again)."""
+
+
+def origin_of(root: Path) -> str:
+    """What to pass as ``--et-src`` for ``root``: its source when this process resolved it from one, else itself."""
+    return ORIGINS.get(root, str(root))
+
+
 def is_tree(root: Path) -> bool:
     return (root / GLSL_SUBDIR).is_dir()
 
@@ -164,6 +173,7 @@ def checkout_revision(repo: str, rev: str) -> Path:
     target = cached_folder(_trees() / commit[:16], extract, check=lambda folder: check_git(folder, repo, commit))
     if not is_tree(target):
         raise EtSourceError(f"--et-src {repo}@{rev} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
+    ORIGINS[target] = f"{repo}@{commit}"
     return target
 
 
@@ -189,6 +199,7 @@ def extract_tarball(archive: Path) -> Path:
     root = _tree_root(folder)
     if root is None:
         raise EtSourceError(f"--et-src {archive} is not a tarball of an ExecuTorch tree: missing {GLSL_SUBDIR}/")
+    ORIGINS[root] = str(Path(archive).resolve())
     return root
 
 
@@ -318,7 +329,9 @@ def _fetch(repo: str, commit: str) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    return cached_folder(_trees() / commit[:16], fetch, check=lambda folder: check_git(folder, kept, commit))
+    root = cached_folder(_trees() / commit[:16], fetch, check=lambda folder: check_git(folder, kept, commit))
+    ORIGINS[root] = f"{repo}@{commit}"
+    return root
 
 
 def _keep_repository(work: Path, kept: Path) -> None:

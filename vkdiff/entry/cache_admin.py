@@ -109,12 +109,16 @@ def _rebuild(root: Path, builder, report: CacheReport, repair: bool) -> None:
     modules = len(_entries(root, "spv", True))
     seen = len({r.path for r in checked if r.path.parent.name == "spv"})
     if modules > seen:
-        report.unchecked.append(f"{modules - seen} of {modules} modules in spv/ belong to no variant of this tree "
+        report.unchecked.append(f"{modules - seen} of {_modules(modules)} in spv/ belong to no variant of this tree "
                                 f"(pass their tree with --et-src)")
     baked = len(_entries(root, "baked", True))
     if baked:
         report.unchecked.append(f"{baked} transformed modules in baked/ (an entry does not record the module and "
                                 f"specialization constants it was made from)")
+
+
+def _modules(count: int) -> str:
+    return f"{count} module" + "s" * (count != 1)
 
 
 def _other_trees(root: Path, tree: str) -> list[str]:
@@ -123,7 +127,7 @@ def _other_trees(root: Path, tree: str) -> list[str]:
     for folder in sorted(p for p in (root / "index").glob("*") if p.is_dir() and p.name != tree):
         entries = sorted(folder.glob("*.json"))
         if entries:
-            lines.append(f"{len(entries)} modules of another tree (index/{folder.name}, last built from "
+            lines.append(f"{_modules(len(entries))} of another tree (index/{folder.name}, last built from "
                          f"{_built_from(entries[-1])}): pass that tree with --et-src")
     return lines
 
