@@ -27,7 +27,7 @@ MAX_MEMBERS = 4096
 """More arrays than any program's inputs or constants: a larger archive is refused before reading its headers."""
 MAX_HEADER = 10_000
 """Longest ``.npy`` header accepted (numpy's own default limit)."""
-_READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, zlib.error,
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, zlib.error,
                 NotImplementedError, struct.error, RuntimeError, SyntaxError, TypeError, KeyError)
 """What a malformed archive makes zipfile and numpy's header parser raise."""
 
@@ -64,7 +64,7 @@ class NpzReader:
         self.what = what
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
-        except _READ_ERRORS as exc:
+        except ZIP_ERRORS as exc:
             raise NpzError(f"{what}: not an .npz archive ({_reason(exc)})") from None
         infos = self._zip.infolist()
         self._infos: dict[str, zipfile.ZipInfo] = {}
@@ -90,7 +90,7 @@ class NpzReader:
             with self._zip.open(info) as stream:
                 shape, fortran, dtype = _read_header(stream)
                 offset = stream.tell()
-        except _READ_ERRORS as exc:
+        except ZIP_ERRORS as exc:
             raise NpzError(f"{self.what}: member {key!r}: not a .npy array ({_reason(exc)})") from None
         if dtype.hasobject:
             raise NpzError(f"{self.what}: member {key!r} is an object array (pickles are refused)")
@@ -116,7 +116,7 @@ class NpzReader:
                     if len(chunk) != min(1 << 20, member.nbytes - start):
                         raise EOFError("the array data ends early")
                     view[start:start + len(chunk)] = chunk
-        except _READ_ERRORS as exc:
+        except ZIP_ERRORS as exc:
             raise NpzError(f"{self.what}: member {key!r}: {_reason(exc)}") from None
         return array.T if member.fortran else array
 

@@ -22,6 +22,9 @@ SCALAR_TYPES: dict[int, str] = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4
                                 7: "float64", 11: "bool", 15: "bfloat16", 27: "uint16", 28: "uint32", 29: "uint64"}
 """ExecuTorch ``ScalarType`` → dtype name (``bfloat16`` data is held as float32 arrays)."""
 
+VULKAN_BACKEND = "VulkanBackend"
+"""The backend id of ET-VK delegates (``VulkanBackend`` in a program's delegate table)."""
+
 InstructionKind = Literal["kernel", "delegate", "move", "jump_false", "free"]
 
 

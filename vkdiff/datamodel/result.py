@@ -11,6 +11,7 @@ from importlib import metadata
 from typing import Any, Iterable
 
 from vkdiff.datamodel.status import Status
+from vkdiff.datamodel.text import printable
 
 SCHEMA = 2
 """Version of the record layout (2: structured ``rule``, ``knobs``, ``shape`` and ``node``)."""
@@ -84,6 +85,14 @@ class Result:
     """UTC timestamp when recorded."""
     schema: int = SCHEMA
 
+    def __post_init__(self) -> None:
+        """Names and reasons can come from a crafted file: every string a terminal, a pytest report or a page shows
+        has its control characters escaped (``printable``)."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, (str, dict, list)):
+                setattr(self, field.name, _printable(value))
+
     @property
     def verdict(self) -> Status:
         return Status[self.status]
@@ -133,6 +142,16 @@ def bucket_of(result: Result) -> str:
     knobs = result.knobs or {}
     return (f"{result.status} | {where} | {vendor} | route={knobs.get('route', 'native')} "
             f"limits={knobs.get('limits') or 'native'}")
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def _finite(value: Any) -> Any:

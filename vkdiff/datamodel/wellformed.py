@@ -12,17 +12,25 @@ is compared with the budget (``vkdiff.datamodel.budget``) before any input is dr
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Sequence
 
 import numpy as np
 
 from vkdiff.datamodel.budget import check_budget
-from vkdiff.datamodel.program import Method, Program, ProgramFormatError
-from vkdiff.datamodel.vkgraph import MEMORY_LAYOUTS, STORAGE_TYPES, Delegate
+from vkdiff.datamodel.program import FRAME_FIELDS, SCALAR_TYPES, VULKAN_BACKEND, Method, Program, ProgramFormatError
+from vkdiff.datamodel.text import one_line
+from vkdiff.datamodel.schemas import SchemaError, UnknownOpError, schema_of
+from vkdiff.datamodel.vkgraph import MEMORY_LAYOUTS, STORAGE_TYPES, VK_DTYPES, Delegate
 
+DTYPES = frozenset(SCALAR_TYPES.values()) | {np.dtype(t).name for t in VK_DTYPES.values()}
+"""Dtype names a program's tensors may have (``bfloat16`` data is held as float32)."""
 MAX_RANK = 16
 MAX_SIZE = 2**31 - 1
 """Largest size of one dimension (ET-VK sizes are int32)."""
+MAX_BINDING = 2**32 - 1
+"""``maxStorageBufferRange`` is a 32-bit limit: no Vulkan device binds a larger buffer, so a delegate tensor that
+lives in a buffer or is staged through one (inputs, outputs, constants) cannot be larger on any device."""
 REFERENCE_BYTES = 8
 """Each element is held once more as a float64 reference."""
 SCALAR_KINDS = {"Int": ("int_val", int), "Bool": ("bool_val", bool), "Double": ("double_val", float),
@@ -33,6 +41,8 @@ METHOD_SCALARS = {"Int": ("value", int), "Bool": ("value", bool), "Double": ("va
 ID_LISTS = ("IntList", "TensorList", "OptionalTensorList")
 """A method's list kinds whose items are value ids (``OptionalTensorList`` uses -1 for None)."""
 RAW_LISTS = {"DoubleList": float, "BoolList": bool}
+TENSOR_ARGUMENTS = {"Tensor": ("VkTensor",), "Tensor?": ("VkTensor", "Null"), "Tensor[]": ("ValueList",)}
+"""Schema types (alias annotations like ``(a!)`` dropped) → the value kinds ET-VK serializes for them."""
 VK_RAW_LISTS = {"IntList": int, "DoubleList": float, "BoolList": bool}
 """A delegate's lists of plain items (its ``ValueList`` holds value ids)."""
 
@@ -51,7 +61,9 @@ def check_program(program: Program, *, budget: int | None = None) -> None:
 
 
 def _fail(where: str, what: str) -> ProgramFormatError:
-    return ProgramFormatError(f"{where}: {what}")
+    """The error naming ``where``; names read from the file may hold line breaks and escapes, so it is made one
+    printable line."""
+    return ProgramFormatError(one_line(f"{where}: {what}", 400))
 
 
 def _ids(ids: Sequence[Any], count: int, where: str, *, optional: bool = False) -> None:
@@ -72,17 +84,18 @@ def _sizes(sizes: Any, where: str) -> int:
 
 
 def _itemsize(dtype: Any, where: str) -> int:
-    try:
-        return np.dtype("float32" if dtype == "bfloat16" else dtype).itemsize
-    except TypeError:
-        raise _fail(where, f"dtype {dtype!r} is not one vkdiff can judge") from None
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise _fail(where, f"dtype {str(dtype)[:40]!r} is not one vkdiff can judge")
+    return np.dtype("float32" if dtype == "bfloat16" else dtype).itemsize
 
 
 def _method(method: Method, where: str) -> int:
     """Check one execution plan; returns the host bytes its tensors need."""
     count, total = len(method.values), 0
+    staged = {vid for ins in method.instructions if ins.kind == "delegate" and 0 <= ins.delegate < len(method.delegates)
+              and method.delegates[ins.delegate].graph is not None for vid in ins.args}
     for vid, value in enumerate(method.values):
-        total += _method_value(value, count, f"{where} value %{vid}")
+        total += _method_value(value, count, f"{where} value %{vid}", staged=vid in staged)
     _ids(method.inputs, count, f"{where} inputs")
     _ids(method.outputs, count, f"{where} outputs")
     for vid, array in method.constants.items():
@@ -92,21 +105,32 @@ def _method(method: Method, where: str) -> int:
     for index, ins in enumerate(method.instructions):
         _instruction(ins, method, f"{where} instruction {index}")
     for position, entry in enumerate(method.delegates):
-        if entry.index != position:
-            raise _fail(f"{where} delegate {position}", f"index {entry.index} is not its position")
+        if entry.index != position or not isinstance(entry.backend, str):
+            raise _fail(f"{where} delegate {position}", f"index {entry.index} or backend {str(entry.backend)[:40]!r} "
+                                                        f"is malformed")
+        if (entry.backend == VULKAN_BACKEND) != (entry.graph is not None):
+            raise _fail(f"{where} delegate {position}", f"a {str(entry.backend)[:40]} delegate "
+                                                        f"{'with' if entry.graph is not None else 'without'} a VkGraph")
         if entry.graph is not None:
             total += _delegate(entry.graph, f"{where} delegate {position}")
     return total
 
 
-def _method_value(value: dict[str, Any], count: int, where: str) -> int:
+def _method_value(value: dict[str, Any], count: int, where: str, *, staged: bool) -> int:
+    """Check one value (``staged``: it crosses into a Vulkan delegate); returns the host bytes it needs."""
     kind = value.get("kind")
     if kind == "Tensor":
         numel = _sizes(value.get("sizes"), where)
         order = value.get("dim_order") or []
-        if sorted(order) != list(range(len(order))) or (order and len(order) != len(value["sizes"])):
-            raise _fail(where, f"dim_order {order} is not a permutation of its {len(value['sizes'])} dims")
-        return numel * (_itemsize(value.get("dtype"), where) + REFERENCE_BYTES)
+        if not isinstance(order, list) or not all(_is(d, int) for d in order) or (
+                order and sorted(order) != list(range(len(value["sizes"])))):
+            raise _fail(where, f"dim_order {str(order)[:40]} is not a permutation of its {len(value['sizes'])} dims")
+        if value.get("dynamism", 0) not in (0, 1, 2) or not isinstance(value.get("dynamism", 0), int):
+            raise _fail(where, f"dynamism {str(value.get('dynamism'))[:20]} is not 0, 1 or 2")
+        nbytes = numel * _itemsize(value.get("dtype"), where)
+        if staged:
+            _bindable(nbytes, f"{value.get('dtype')}{list(value['sizes'])}", where)
+        return nbytes + numel * REFERENCE_BYTES
     if kind in METHOD_SCALARS:
         _payload(value, *METHOD_SCALARS[kind], where)
     elif kind in ID_LISTS:
@@ -146,6 +170,8 @@ def _raw_items(value: dict[str, Any], kind: type, where: str) -> None:
 
 def _instruction(ins, method: Method, where: str) -> None:
     count = len(method.values)
+    if not isinstance(ins.op, str) or any(not _is(f.get(k, ""), FRAME_FIELDS[k]) for f in ins.frames for k in FRAME_FIELDS):
+        raise _fail(where, "an operator name or stack frame that is not text")
     if ins.kind == "delegate" and not 0 <= ins.delegate < len(method.delegates):
         raise _fail(where, f"delegate {ins.delegate} is not one of the {len(method.delegates)} delegates")
     if ins.kind == "jump_false":
@@ -171,23 +197,58 @@ def _delegate(graph: Delegate, where: str) -> int:
             _raw_items(value, VK_RAW_LISTS[kind], f"{where} value %{vid}")
         elif kind not in ("VkTensor", "Null"):
             raise _fail(f"{where} value %{vid}", f"unknown value kind {str(kind)[:40]!r}")
+    staged = {*graph.input_ids, *graph.output_ids}
     for vid, info in graph.tensors.items():
-        total += _tensor(graph, vid, info, f"{where} value %{vid}")
+        total += _tensor(graph, vid, info, f"{where} value %{vid}", staged=vid in staged)
     if len(graph.tensors) != sum(v.get("kind") == "VkTensor" for v in graph.values):
         raise _fail(where, "its tensor table does not match its VkTensor values")
     _ids(graph.input_ids, count, f"{where} inputs")
     _ids(graph.output_ids, count, f"{where} outputs")
     for op in graph.ops:
-        if not isinstance(op.name, str) or not op.args:
+        if not isinstance(op.name, str) or not op.name or not op.args:
             raise _fail(f"{where} node {op.index}", "an operator call without a name or an output")
         _ids(op.args, count, f"{where} node {op.index} ({op.name[:60]})")
+        _call(graph, op, f"{where} node {op.index} ({op.name[:60]})")
     return total
 
 
-def _tensor(graph: Delegate, vid: int, info, where: str) -> int:
+def _call(graph: Delegate, op, where: str) -> None:
+    """Arguments a schema types as tensors are tensors, and no call writes a constant."""
+    kinds = [graph.values[vid].get("kind") for vid in op.args]
+    try:
+        schema = schema_of(op.name)
+        bound = schema.bind(op.args[:-1])
+    except UnknownOpError:
+        schema, bound = None, {}
+    except SchemaError as exc:
+        raise _fail(where, str(exc)) from None
+    for arg in schema.arguments if schema else ():
+        kind = graph.values[bound[arg.name]].get("kind")
+        wanted = TENSOR_ARGUMENTS.get(re.sub(r"\([a-z]!?\)", "", arg.type))
+        if wanted and kind not in wanted:
+            raise _fail(where, f"argument {arg.name} is value %{bound[arg.name]}, a {kind}; the schema wants "
+                               f"{arg.type}")
+    out = op.args[-1]
+    written = graph.values[out].get("items", []) if kinds[-1] == "ValueList" else [out]
+    for vid in written:
+        info = graph.tensors.get(vid) if isinstance(vid, int) else None
+        if info is not None and info.constant_id >= 0:
+            raise _fail(where, f"writes value %{vid}, a constant")
+
+
+def _bindable(nbytes: int, what: str, where: str) -> None:
+    if nbytes > MAX_BINDING:
+        raise _fail(where, f"{what} takes {nbytes / 1e9:.1f} GB: no Vulkan device binds a buffer over 4 GiB "
+                           f"(maxStorageBufferRange is 32-bit), so no device can run it")
+
+
+def _tensor(graph: Delegate, vid: int, info, where: str, *, staged: bool) -> int:
     if not 0 <= vid < len(graph.values) or graph.values[vid].get("kind") != "VkTensor":
         raise _fail(where, "a tensor entry for a value that is not a VkTensor")
     numel = _sizes(info.dims, where)
+    nbytes = numel * _itemsize(info.dtype, where)
+    if staged or info.storage == "BUFFER" or info.constant_id >= 0:
+        _bindable(nbytes, f"{info.dtype}{list(info.dims)}", where)
     if info.storage not in STORAGE_TYPES.values() or info.layout not in MEMORY_LAYOUTS.values():
         raise _fail(where, f"storage {info.storage!r} / layout {info.layout!r} unknown")
     for field in ("constant_id", "mem_obj_id"):
@@ -198,4 +259,4 @@ def _tensor(graph: Delegate, vid: int, info, where: str) -> int:
         if array is None or array.size != numel:
             held = "no data" if array is None else f"{array.size} elements"
             raise _fail(where, f"constant {info.constant_id} holds {held}, its dims {info.dims} need {numel}")
-    return numel * (_itemsize(info.dtype, where) + REFERENCE_BYTES)
+    return nbytes + numel * REFERENCE_BYTES

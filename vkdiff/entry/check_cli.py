@@ -123,10 +123,9 @@ def _module(case, options, command) -> tuple[list, Any]:
 
 
 def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from rich.console import Console
-
     from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, explain_no_tree, print_summary,
                                        report_line, resolve_inputs, run_exit_code, summarize, write_report)
+    from vkdiff.entry.terminal import console as terminal_console
     from vkdiff.harness.check import run_cases
     from vkdiff.harness.models import check_case
     from vkdiff.harness.programs import SubjectError
@@ -134,7 +133,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from vkdiff.reports import inspector
     from vkdiff.store import ResultStore
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = terminal_console(stderr=True, soft_wrap=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_path = Path(args.results or f"vkdiff-results/check-{stamp}.jsonl")
     check_outputs((results_path, "--results", False), (args.report, "--report", True))

@@ -27,15 +27,14 @@ def add_load_parser(sub) -> None:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """0 when every variant loaded or is NOT_SUPPORTED by a named lack; 1 when any failed to build or load."""
-    from rich.console import Console
-
     from vkdiff.device.adapters import transport
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.entry.terminal import UsageError, check_outputs, resolve_inputs
+    from vkdiff.entry.terminal import console as terminal_console
     from vkdiff.harness.loading import load_variants, summarise
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = terminal_console(stderr=True, soft_wrap=True)
     if args.results:
         check_outputs((args.results, "--results", False))
     tree, devices = resolve_inputs(args, console)

@@ -21,6 +21,27 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit status 2."""
 
 
+def console(**options):
+    """A rich ``Console`` that shows a control character in any text it renders as its escape (names, reasons
+    and notes can come from crafted files), whatever the caller forgot to clean."""
+    from rich.console import Console
+
+    from vkdiff.datamodel.text import printable
+
+    class _Printable(Console):
+        def render_str(self, text: str, **kwargs):
+            return super().render_str(printable(text), **kwargs)
+
+    return _Printable(**options)
+
+
+def error_line(exc: BaseException) -> str:
+    """``vkdiff: error: ...`` for a usage error, its control characters escaped."""
+    from vkdiff.datamodel.text import printable
+
+    return f"vkdiff: error: {printable(str(exc))}"
+
+
 class Interrupts:
     """SIGINT/SIGTERM during a run: stop after the current case (a second signal stops at once).
 

@@ -75,17 +75,21 @@ def save(case, folder: Path) -> str | None:
     model = prepare_or_status(case)
     if isinstance(model, tuple):
         return None
-    stem = _stem(case.id)
+    return write(folder, identity(case), model, lower(case).pte)
+
+
+def write(folder: Path, ident: dict[str, Any], model: PreparedProgram, pte: bytes) -> str:
+    """Add one prepared program (its ``.pte``, document and arrays) to the artifacts in ``folder``."""
+    stem = _stem(model.case_id)
     doc, arrays = model.to_document()
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     files = {"document": (f"{stem}.json", json.dumps(doc).encode()), "arrays": (f"{stem}.npz", buffer.getvalue()),
-             "pte": (f"{stem}.pte", lower(case).pte)}
-    entry = {"ident": identity(case), "files": {role: (name, _write(folder, name, data))
-                                                 for role, (name, data) in files.items()}}
+             "pte": (f"{stem}.pte", pte)}
+    entry = {"ident": ident, "files": {role: (name, _write(folder, name, data)) for role, (name, data) in files.items()}}
     manifest = _manifest(folder) if (folder / MANIFEST).exists() else {"format": FORMAT, "versions": versions(),
                                                                         "cases": {}}
-    manifest["cases"][case.id] = entry
+    manifest["cases"][model.case_id] = entry
     write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
     return f"{stem}.json"
 
@@ -197,7 +201,7 @@ def _load_case(folder: Path, case_id: str, entry: Any, tolerance: tuple[float | 
 def _check_calls(model: PreparedProgram) -> None:
     """Each saved call's inputs against the method's input specs; outputs and tokens as plain numbers."""
     for k, step in enumerate(model.steps):
-        program_inputs.check(step, model.plan, f"call {k}")
+        program_inputs.check(step, model.plan, f"saved call {k}")
     for k, out in enumerate(model.expected or []):
         if out.dtype.kind not in "biuf" or out.ndim != 1:
             raise ProgramFormatError(f"expected/{k}: eager's outputs are a flat array of numbers, got "

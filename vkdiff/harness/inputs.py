@@ -18,7 +18,7 @@ import numpy as np
 
 from vkdiff.datamodel import Method
 from vkdiff.datamodel.budget import BudgetError, check_budget
-from vkdiff.datamodel.npz import NpzError, NpzReader
+from vkdiff.datamodel.npz import ZIP_ERRORS, NpzError, NpzReader
 
 
 class InputError(ValueError):
@@ -104,13 +104,13 @@ def _draw(rng: np.random.Generator, dtype: str, shape: list[int], int_range, wha
     return rng.integers(int_range[0], int_range[1], size=shape).astype(dtype)
 
 
-def _check_bound(method: Method, position: int, spec: dict[str, Any], shape: Sequence[int]) -> None:
+def _check_bound(method: Method, position: int, spec: dict[str, Any], shape: Sequence[int], where: str = "") -> None:
     bound = list(spec["sizes"])
     static = not spec.get("dynamism")
     if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)) or (static and list(shape) != bound):
         limit = "exactly" if static else "at most"
-        raise InputError(f"method {method.name!r} input {position}: sizes {list(shape)} do not fit "
-                         f"{describe(spec)} ({limit} {bound})")
+        raise InputError(f"{f'{where}: ' if where else ''}method {method.name!r} input {position}: sizes "
+                         f"{list(shape)} do not fit {describe(spec)} ({limit} {bound})")
 
 
 def load(path: Path, method: Method) -> list[Any]:
@@ -129,13 +129,13 @@ def load(path: Path, method: Method) -> list[Any]:
         if path.suffix == ".npz":
             values = _load_npz(path, method)
         elif path.suffix == ".pt":
-            values = _load_pt(path)
+            values = _load_pt(path, method)
         else:
             raise InputError(f"--inputs {path}: give an .npz (numpy.savez) or a .pt (torch.save of a tuple of "
                              f"tensors)")
     except (NpzError, BudgetError) as exc:
         raise InputError(f"--inputs {exc}") from None
-    return check(values, method, str(path))
+    return check(values, method, f"--inputs {path}")
 
 
 def _npz_order(key: str) -> tuple[int, str]:
@@ -147,13 +147,13 @@ def _load_npz(path: Path, method: Method) -> list[Any]:
     """The archive's arrays in order, each header checked against its input spec before the data is read."""
     with NpzReader(path, str(path)) as npz:
         keys = sorted(npz.members, key=_npz_order)
-        _check_count(len(keys), method, str(path))
+        _check_count(len(keys), method, f"--inputs {path}")
         for position, (key, spec) in enumerate(zip(keys, method.input_specs())):
-            _check_kind(position, spec, npz.members[key].shape, npz.members[key].dtype, method, str(path))
+            _check_kind(position, spec, npz.members[key].shape, npz.members[key].dtype, method, f"--inputs {path}")
         return [npz.read(k) for k in keys]
 
 
-def _load_pt(path: Path) -> list[Any]:
+def _load_pt(path: Path, method: Method) -> list[Any]:
     import zipfile
 
     import torch
@@ -161,7 +161,7 @@ def _load_pt(path: Path) -> list[Any]:
     try:
         with zipfile.ZipFile(path) as archive:
             declared = sum(info.file_size for info in archive.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except ZIP_ERRORS as exc:
         raise InputError(f"--inputs {path}: not a .pt written by torch.save ({type(exc).__name__})") from None
     check_budget(declared, str(path))
     try:
@@ -176,12 +176,29 @@ def _load_pt(path: Path) -> list[Any]:
     bad = [type(x).__name__ for x in loaded if not isinstance(x, (torch.Tensor, int, float, bool))]
     if bad:
         raise InputError(f"--inputs {path}: holds a {bad[0]}; give tensors (and plain numbers for scalar inputs)")
+    _check_count(len(loaded), method, f"--inputs {path}")
+    for position, (x, spec) in enumerate(zip(loaded, method.input_specs())):
+        if isinstance(x, torch.Tensor):
+            _check_kind(position, spec, tuple(x.shape), _numpy_dtype(x.dtype, path), method, f"--inputs {path}")
     return [x.detach().float().numpy() if isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16
             else x.detach().numpy() if isinstance(x, torch.Tensor) else x for x in loaded]
 
 
+def _numpy_dtype(dtype, path: Path) -> np.dtype:
+    """The numpy dtype a tensor of ``dtype`` becomes (bfloat16 as float32)."""
+    import torch
+
+    if dtype == torch.bfloat16:
+        return np.dtype("float32")
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except (TypeError, RuntimeError):
+        raise InputError(f"--inputs {path}: a {dtype} tensor, which numpy cannot hold; convert it to float32") from None
+
+
 def check(values: Sequence[Any], method: Method, where: str) -> list[Any]:
-    """``values`` as the method's inputs, each checked against its spec (count, rank, bound, dtype kind)."""
+    """``values`` as the method's inputs, each checked against its spec (count, rank, bound, dtype kind); ``where``
+    starts every message (``--inputs x.npz``)."""
     _check_count(len(values), method, where)
     out = []
     for position, (value, spec) in enumerate(zip(values, method.input_specs())):
@@ -197,7 +214,7 @@ def check(values: Sequence[Any], method: Method, where: str) -> list[Any]:
 def _check_count(count: int, method: Method, where: str) -> None:
     specs = method.input_specs()
     if count != len(specs):
-        raise InputError(f"--inputs {where}: {count} inputs, method {method.name!r} takes {len(specs)} "
+        raise InputError(f"{where}: {count} inputs, method {method.name!r} takes {len(specs)} "
                          f"({', '.join(describe(s) for s in specs)})")
 
 
@@ -206,11 +223,11 @@ def _check_kind(position: int, spec: dict[str, Any], shape: Sequence[int], dtype
     """An input's shape and dtype (known before its data is read) against its spec."""
     if spec.get("kind") != "Tensor":
         if math.prod(shape) != 1 or dtype.kind not in "biuf":
-            raise InputError(f"--inputs {where}: input {position} is {dtype}{list(shape)}, method {method.name!r} "
+            raise InputError(f"{where}: input {position} is {dtype}{list(shape)}, method {method.name!r} "
                              f"expects a number ({describe(spec)})")
         return
-    _check_bound(method, position, spec, shape)
+    _check_bound(method, position, spec, shape, where)
     wanted = np.dtype("float32" if spec["dtype"] == "bfloat16" else spec["dtype"])
     if dtype.kind != wanted.kind and not (dtype.kind in "iu" and wanted.kind in "iu"):
-        raise InputError(f"--inputs {where}: input {position} is {dtype}{list(shape)}, method "
+        raise InputError(f"{where}: input {position} is {dtype}{list(shape)}, method "
                          f"{method.name!r} expects {describe(spec)}")

@@ -18,11 +18,11 @@ import numpy as np
 
 from vkdiff.datamodel.budget import BudgetError
 from vkdiff.datamodel.text import one_line
-from vkdiff.datamodel.program import SCALAR_TYPES, DelegateEntry, Instruction, Method, Program, ProgramFormatError
+from vkdiff.datamodel.program import (SCALAR_TYPES, VULKAN_BACKEND, DelegateEntry, Instruction, Method, Program,
+                                      ProgramFormatError)
 from vkdiff.datamodel.wellformed import check_program
 from vkdiff.program.delegate import DelegateDecodeError, decode, named_buffers
 
-VULKAN_BACKEND = "VulkanBackend"
 MALFORMED = (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, struct.error,
              UnicodeDecodeError)
 """What walking the generated flatbuffer classes over crafted bytes raises (a table that is None, an offset or
@@ -82,8 +82,8 @@ def _method(plan: Any, program: Any, named: dict[str, bytes]) -> Method:
     for index, ins in enumerate(chain.instructions if chain else []):
         frames = []
         if chain.stacktrace and index < len(chain.stacktrace) and chain.stacktrace[index] is not None:
-            frames = [{"filename": f.filename, "lineno": f.lineno, "name": f.name, "context": f.context}
-                      for f in chain.stacktrace[index].items]
+            frames = [{"filename": f.filename or "", "lineno": f.lineno or 0, "name": f.name or "",
+                       "context": f.context or ""} for f in chain.stacktrace[index].items or []]
         instructions.append(_instruction(ins.instr_args, operators, frames))
     delegates = [_delegate(i, d, program, named) for i, d in enumerate(plan.delegates)]
     return Method(name=plan.name, values=values, inputs=list(plan.inputs), outputs=list(plan.outputs),

@@ -55,6 +55,14 @@ class TensorRef:
     data: np.ndarray
     """The constant's bytes in its declared dtype and sizes."""
 
+    def __getattr__(self, name: str):
+        """A constant used where only a tensor will do: ET-VK's ``Value::toTensor`` refuses a ``TensorRef`` the same
+        way (``VK_CHECK_COND`` on the value's tag), so the delegate would not load."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise EtVkRefusal(f"value {self.id} is a constant (TensorRef) where ET-VK's graph wants a tensor "
+                          f"({name}): ComputeGraph's toTensor() refuses it, the delegate does not load")
+
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
 class DispatchRecord:
