@@ -82,3 +82,70 @@ def test_a_factory_that_raises_or_returns_the_wrong_thing(capsys, tmp_path):
     assert "has no function 'absent'" in _refused(capsys, [f"{bad}:absent", "--recipe", "4w"])
     assert "choose one of" in _refused(capsys, [f"{bad}:boom", "--recipe", "bogus"])
     assert "needs --recipe" in _refused(capsys, [f"{bad}:boom"])
+
+
+def _peak_rss(argv: list[str]) -> tuple[int, str, int]:
+    """(exit status, stderr, peak resident MB) of ``vkdiff ARGV`` in a process of its own."""
+    import json
+    import subprocess
+    import sys
+
+    wrapper = ("import json, resource, subprocess, sys\n"
+               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+               "print(json.dumps([done.returncode, done.stderr, "
+               "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024]))\n")
+    out = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "vkdiff.entry.cli", *argv],
+                         capture_output=True, text=True, check=True)
+    return tuple(json.loads(out.stdout))
+
+
+def test_a_small_program_declaring_gigabytes_is_refused_before_any_allocation(tmp_path, two_partitions):
+    """The hole: a 2 KB .pte declaring a 6 GiB buffer made vkdiff allocate and fill 6.76 GB before the device's
+    limit was consulted."""
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    pte = deserialize_pte_binary(two_partitions[0].read_bytes())
+    plan = pte.program.execution_plan[0]
+    plan.values[plan.inputs[0]].val.sizes = [100_000, 16_384]
+    big = tmp_path / "big.pte"
+    big.write_bytes(bytes(serialize_pte_binary(pte)))
+    status, err, peak = _peak_rss(["check", str(big), "--et-src", "none"])
+    assert status == cli.EXIT_USAGE and len(err.strip().splitlines()) == 1, err
+    assert "float32[100000, 16384] takes 6.6 GB: no Vulkan device binds a buffer over 4 GiB" in err
+    assert peak < 500, f"peak resident memory {peak} MB"
+
+
+def test_an_npz_bomb_is_refused_from_its_header(tmp_path, two_partitions):
+    """The hole: a 6 MiB .npz was decompressed whole (6.67 GB) before the input count was checked."""
+    from tests.faults.mutants import npz_bomb
+
+    bomb = tmp_path / "bomb.npz"
+    npz_bomb(bomb, (1, 1_667_000_000))
+    assert bomb.stat().st_size < 8 << 20
+    status, err, peak = _peak_rss(["check", str(two_partitions[0]), "--inputs", str(bomb), "--et-src", "none"])
+    assert status == cli.EXIT_USAGE and len(err.strip().splitlines()) == 1, err
+    assert "sizes [1, 1667000000] do not fit float32[4, 64]" in err
+    assert peak < 500, f"peak resident memory {peak} MB"
+
+
+def test_the_budget_refuses_what_fits_a_device_but_not_the_machine(capsys, tmp_path, two_partitions, monkeypatch):
+    from tests.faults.mutants import npz_bomb
+
+    monkeypatch.setenv("VKDIFF_MEMORY_BUDGET", "4K")
+    line = _refused(capsys, [str(two_partitions[0])])
+    assert "its tensors with their float64 references: needs" in line
+    assert "over vkdiff's budget of 4.1 kB (VKDIFF_MEMORY_BUDGET)" in line
+    monkeypatch.setenv("VKDIFF_MEMORY_BUDGET", "100M")
+    bomb = tmp_path / "fits.npz"
+    npz_bomb(bomb, (4, 64 * 1_000_000))
+    line = _refused(capsys, [str(two_partitions[0]), "--inputs", str(bomb)])
+    assert "needs 1.0 GB of host memory, over vkdiff's budget of 104.9 MB" in line
+
+
+def test_a_dict_pt_is_one_line(capsys, tmp_path, two_partitions):
+    import torch
+
+    pt = tmp_path / "dict.pt"
+    torch.save({"x": torch.zeros(4, 64)}, pt)
+    assert "holds a dict; save a tuple or list of the method's inputs in order" in _refused(
+        capsys, [str(two_partitions[0]), "--inputs", str(pt)])

@@ -68,3 +68,40 @@ def json_mutant(doc: Any, rng: random.Random, *, within: tuple = ()) -> Any:
         else:
             parent[key] = copy.deepcopy(rng.choice(ODD_VALUES))
     return out
+
+
+def npz_bomb(path, shape: tuple[int, ...], dtype: str = "<f4") -> None:
+    """An ``.npz`` whose one member declares ``shape`` of zeros: a few MB on disk, the whole array decompressed.
+
+    The deflate stream repeats one fully flushed block of zeros, so it is built without compressing gigabytes;
+    the CRC is computed over the zeros it stands for, so the archive is valid.
+    """
+    import io
+    import zlib
+
+    import numpy as np
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": dtype, "fortran_order": False, "shape": shape})
+    head = header.getvalue()
+    size = len(head) + int(np.prod(shape)) * np.dtype(dtype).itemsize
+    chunk = 1 << 24
+    blocks, rest = divmod(size - len(head), chunk)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+    block = deflate.compress(bytes(chunk)) + deflate.flush(zlib.Z_FULL_FLUSH)
+    data = first + block * blocks + deflate.compress(bytes(rest)) + deflate.flush()
+    crc, zeros = zlib.crc32(head), bytes(chunk)
+    for _ in range(blocks):
+        crc = zlib.crc32(zeros, crc)
+    crc = zlib.crc32(bytes(rest), crc)
+    name, extra = b"arr_0.npy", struct.pack("<HHQQ", 1, 16, size, len(data))
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name),
+                        len(extra))
+    central = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 45, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                          len(name), len(extra), 0, 0, 0, 0, 0)
+    with open(path, "wb") as out:
+        out.write(local + name + extra + data)
+        start = out.tell()
+        out.write(central + name + extra)
+        out.write(struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, out.tell() - start, start, 0))

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Sequence
 
 from vkdiff.entry.options import add_run_options, apply_device_options, route_transport_problem
+from vkdiff.entry.terminal import console as terminal_console
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
-                                   explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
+                                   error_line, explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
                                    summarize, write_report)
 from vkdiff.harness.selection import SelectionError
 
@@ -129,10 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bisect(args)
         return cmd_run(args)
     except UsageError as exc:
-        print(f"vkdiff: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return EXIT_USAGE
     except SelectionError as exc:
-        print(f"vkdiff: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("vkdiff: interrupted; results already written are kept", file=sys.stderr)
@@ -141,7 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     """Registered ops against launchers, references and suites; variants against the results' dispatches."""
-    from rich.console import Console
     from rich.table import Table
 
     from vkdiff.device.trees import EtSourceError, choose_tree
@@ -159,7 +159,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(coverage.to_document(tree.path, ops, variants), indent=1))
         return 0
-    console = Console()
+    console = terminal_console()
     summary = coverage.summary(ops)
     table = Table(title=f"ops registered by {tree.path} ({summary['registered']})", title_justify="left")
     for column in ("family", "ops", "launcher", "reference", "both", "suite"):
@@ -185,7 +185,6 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from vkdiff.device.adapters import enumerate_adapters
@@ -197,7 +196,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([i.to_dict() for i in infos], indent=2))
         return 0
-    console = Console()
+    console = terminal_console()
     for i in infos:
         table = Table(title=f"{i.slug}", show_header=False, title_justify="left")
         table.add_column("field", style="bold")
@@ -215,7 +214,6 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 def _raw_devices(as_json: bool) -> int:
     """``vkdiff devices --transport vulkan``: each device's features (yes/no) and limits through raw Vulkan."""
-    from rich.console import Console
     from rich.table import Table
 
     from vkdiff.device.raw_vulkan import RawVulkanError
@@ -229,7 +227,7 @@ def _raw_devices(as_json: bool) -> int:
     if as_json:
         print(json.dumps([d.to_dict() for d in devices], indent=2))
         return 0
-    console = Console()
+    console = terminal_console()
     for d in devices:
         table = Table(title=f"{d.name} (raw Vulkan {d.api_version}, {d.device_type})", show_header=False,
                       title_justify="left")
@@ -254,7 +252,6 @@ def _model_cases(pattern: str | None) -> list:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     from vkdiff.cases.kernels import all_cases
     from vkdiff.cases.sampling import sampled
@@ -262,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from vkdiff.harness.runner import Runner
     from vkdiff.store import ResultStore
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = terminal_console(stderr=True, soft_wrap=True)
     cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
         "all", "kernels") else []
     models = _models(args) if args.suite in ("all", "models") else _upstream(args) if args.suite == "upstream" else []
@@ -381,7 +378,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     missing = [p for p in args.results if not Path(p).is_file()]
     if missing:
@@ -395,7 +391,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             tree = choose_tree(args.et_src).path
         except EtSourceError as exc:
             raise UsageError(str(exc)) from None
-    write_report([Path(p) for p in args.results], Path(args.output), Console(stderr=True, soft_wrap=True), tree)
+    write_report([Path(p) for p in args.results], Path(args.output), terminal_console(stderr=True, soft_wrap=True), tree)
     return 0
 
 
