@@ -16,7 +16,8 @@ from vkdiff.datamodel.schemas import (DTYPE_FROM_OUTPUT, OP_SCHEMAS, Argument, O
                                               UnknownOpError, schema_of)
 from vkdiff.datamodel.status import Status
 from vkdiff.datamodel.tolerance import Tolerance
-from vkdiff.datamodel.vkgraph import MEMORY_LAYOUTS, STORAGE_TYPES, VK_DTYPES, Call, Delegate, VkOp, VkTensorInfo, content_hash
+from vkdiff.datamodel.vkgraph import (MEMORY_LAYOUTS, STORAGE_TYPES, VK_DTYPES, Call, Delegate, VkOp, VkTensorInfo,
+                                      content_hash)
 from vkdiff.datamodel.program import (SCALAR_TYPES, DelegateEntry, Instruction, Method, PreparedProgram, Program,
                                       ProgramFormatError, Source)
 

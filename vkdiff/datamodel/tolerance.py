@@ -86,7 +86,8 @@ class Tolerance:
     def for_graphs(cls, graphs) -> "Tolerance":
         """A method output against eager or the reference program: percent-level for float16 delegates or
         dynamically quantized activations (``choose_qparams``), else 1e-4 (``graphs``: the decoded ``VkGraph`` objects);
-        at least ``QUANTIZED_OUTPUT_STEPS`` output scales where a delegate output comes out of ``dequantize_per_tensor``.
+        at least ``QUANTIZED_OUTPUT_STEPS`` output scales where a delegate output comes out of
+        ``dequantize_per_tensor``.
 
         The policy is computed from the program alone, so a program judged anywhere (an artifact on a GPU runner
         included) gets the same bound; only the user's command line changes it."""

@@ -170,7 +170,8 @@ def _raw_items(value: dict[str, Any], kind: type, where: str) -> None:
 
 def _instruction(ins, method: Method, where: str) -> None:
     count = len(method.values)
-    if not isinstance(ins.op, str) or any(not _is(f.get(k, ""), FRAME_FIELDS[k]) for f in ins.frames for k in FRAME_FIELDS):
+    frames_ok = all(_is(frame.get(key, ""), kind) for frame in ins.frames for key, kind in FRAME_FIELDS.items())
+    if not isinstance(ins.op, str) or not frames_ok:
         raise _fail(where, "an operator name or stack frame that is not text")
     if ins.kind == "delegate" and not 0 <= ins.delegate < len(method.delegates):
         raise _fail(where, f"delegate {ins.delegate} is not one of the {len(method.delegates)} delegates")

@@ -14,8 +14,8 @@ from typing import Sequence
 from vkdiff.entry.options import add_run_options, apply_device_options, route_transport_problem
 from vkdiff.entry.terminal import console as terminal_console
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
-                                   error_line, explain_no_tree, print_summary, report_line, resolve_inputs, run_exit_code,
-                                   summarize, write_report)
+                                   error_line, explain_no_tree, print_summary, report_line, resolve_inputs,
+                                   run_exit_code, summarize, write_report)
 from vkdiff.harness.selection import SelectionError
 
 __all__ = ["EXIT_EMPTY", "EXIT_FAIL", "EXIT_USAGE", "build_parser", "main"]

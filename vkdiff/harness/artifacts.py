@@ -86,7 +86,8 @@ def write(folder: Path, ident: dict[str, Any], model: PreparedProgram, pte: byte
     np.savez(buffer, **arrays)
     files = {"document": (f"{stem}.json", json.dumps(doc).encode()), "arrays": (f"{stem}.npz", buffer.getvalue()),
              "pte": (f"{stem}.pte", pte)}
-    entry = {"ident": ident, "files": {role: (name, _write(folder, name, data)) for role, (name, data) in files.items()}}
+    written = {role: (name, _write(folder, name, data)) for role, (name, data) in files.items()}
+    entry = {"ident": ident, "files": written}
     manifest = _manifest(folder) if (folder / MANIFEST).exists() else {"format": FORMAT, "versions": versions(),
                                                                         "cases": {}}
     manifest["cases"][model.case_id] = entry
@@ -117,7 +118,8 @@ def _manifest(folder: Path) -> dict[str, Any]:
         raise ArtifactError(f"--from-artifacts {folder}: no {MANIFEST}; make one with 'vkdiff run --save-artifacts "
                             f"{folder}' where torch and executorch are installed")
     manifest = _json(_regular(folder / MANIFEST, what, host_budget() // JSON_SHARE), what)
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("cases"), dict):
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or \
+            not isinstance(manifest.get("cases"), dict):
         raise ArtifactError(f"{what} is not a {FORMAT} manifest; save the artifacts again with this vkdiff")
     extra = sorted(set(manifest) - {"format", "versions", "cases"})
     if extra:

@@ -167,7 +167,8 @@ def _load_pt(path: Path, method: Method) -> list[Any]:
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # the user's --inputs: tensors only
     except Exception as exc:  # torch raises many kinds for a bad or unsafe file
-        raise InputError(f"--inputs {path}: not a .pt of tensors torch can load safely ({type(exc).__name__})") from None
+        raise InputError(f"--inputs {path}: not a .pt of tensors torch can load safely "
+                         f"({type(exc).__name__})") from None
     if isinstance(loaded, torch.Tensor):
         loaded = [loaded]
     if not isinstance(loaded, (tuple, list)):
