@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.lowering.test_etrecord_guard import dynamic_program  # noqa: F401  (the session fixture)
 from vkdiff.lowering.etrecord import EtrecordError, _delegate_handles, attach_etrecord, read_etrecord
 
 MUTANTS = 2000
@@ -173,13 +172,13 @@ def outcome(path: Path, check: Callable[[Path], Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def program(dynamic_program):  # noqa: F811  (the imported fixture)
+def program(dynamic_program):
     from vkdiff.program.pte import load_pte
 
     return lambda: load_pte(dynamic_program[0].read_bytes(), dynamic_program[0].name)
 
 
-def test_mutated_etrecords_end_in_one_line_or_a_parse(dynamic_program, program, tmp_path):  # noqa: F811
+def test_mutated_etrecords_end_in_one_line_or_a_parse(dynamic_program, program, tmp_path):
     original = dynamic_program[1].read_bytes()
     seed = session_seed()
     print(f"VKDIFF_FUZZ_SEED={seed}")
@@ -209,7 +208,7 @@ def test_mutated_etrecords_end_in_one_line_or_a_parse(dynamic_program, program, 
     assert counts.get("json parsed", 0) and counts.get("json refused", 0), "the mutants reach both outcomes"
 
 
-def test_a_few_parsed_mutants_relower_or_refuse_in_one_line(dynamic_program, program, tmp_path):  # noqa: F811
+def test_a_few_parsed_mutants_relower_or_refuse_in_one_line(dynamic_program, program, tmp_path):
     """``attach_etrecord`` (the re-lowering too) on the first ``ATTACHED`` JSON mutants that parse."""
     original = dynamic_program[1].read_bytes()
     seed = session_seed()

@@ -41,11 +41,11 @@ def parse_size(text: str) -> int:
     """``8G`` → 8589934592.
 
     Raises:
-        ValueError: not a size (names ``$VKDIFF_MEMORY_BUDGET``).
+        BudgetError: not a size (names ``$VKDIFF_MEMORY_BUDGET``), so every caller shows it as its one line.
     """
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.IGNORECASE)
     if found is None or float(found.group(1)) <= 0:
-        raise ValueError(f"{BUDGET_ENV}={text!r}: give a size in bytes, or with a unit (512M, 8G)")
+        raise BudgetError(f"{BUDGET_ENV}={text!r}: give a size in bytes, or with a unit (512M, 8G)")
     return int(float(found.group(1)) * _UNITS[found.group(2).upper()])
 
 

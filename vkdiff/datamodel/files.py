@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from vkdiff.datamodel.budget import check_budget
 
@@ -30,17 +29,12 @@ def read_regular(path: str | os.PathLike, what: str, *, budget: int | None = Non
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise NotRegularError(f"{what}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularError(f"{what}: not a regular file")
         check_budget(info.st_size, what, budget=budget)
-        return handle.read(info.st_size + 1)[:info.st_size]
-
-
-def is_regular(path: str | os.PathLike) -> bool:
-    """Whether ``path`` (not following a final symlink) is a regular file."""
-    try:
-        return stat.S_ISREG(Path(path).lstat().st_mode)
-    except OSError:
-        return False
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(info.st_size)
+    finally:
+        os.close(fd)

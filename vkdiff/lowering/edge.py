@@ -7,12 +7,14 @@ stage and ExecuTorch pass, ``LoweredCase`` is what either produces.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 import traceback
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from vkdiff.datamodel import Delegate, Program, Source
 from vkdiff.lowering.sources import delegate_sources
@@ -172,3 +174,20 @@ def attach_sources(lowered: LoweredCase, gm: Any) -> LoweredCase:
     lowered.sources, lowered.debug_handles = stage("sources", delegate_sources, gm, lowered.program())
     lowered._program = None
     return lowered
+
+
+@contextlib.contextmanager
+def weights_only() -> Iterator[None]:
+    """Every ``torch.load`` inside refuses anything but tensors and plain containers, whatever the environment says
+    (ExecuTorch's own loaders, an ETRecord's artifacts or export_llama's checkpoint, may pass no ``weights_only``)."""
+    saved = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

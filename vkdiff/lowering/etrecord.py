@@ -36,10 +36,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import reprlib
-import stat
 import zipfile
 import zlib
 from pathlib import Path
@@ -48,9 +46,10 @@ from typing import Any, Iterator, Literal
 
 from vkdiff.capture import quiet_libraries
 from vkdiff.datamodel import Program
-from vkdiff.datamodel.budget import check_budget
+from vkdiff.datamodel.budget import BudgetError, check_budget
+from vkdiff.datamodel.files import NotRegularError, read_regular
 from vkdiff.lowering import sym_exprs
-from vkdiff.lowering.edge import LowerError, memoise_vulkan_patterns, stage
+from vkdiff.lowering.edge import LowerError, memoise_vulkan_patterns, stage, weights_only
 from vkdiff.lowering.sources import delegate_sources
 
 MAX_MEMBERS = 10_000
@@ -99,22 +98,6 @@ def shown(value: object, limit: int = SHOWN) -> str:
     cut = text[:limit]
     body = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
     return f'"{body}{"…" if len(text) > limit else ""}"'
-
-
-@contextlib.contextmanager
-def weights_only() -> Iterator[None]:
-    """Every ``torch.load`` inside refuses anything but tensors and plain containers."""
-    saved = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
-    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
-    os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 class CheckedSympy:
@@ -220,25 +203,18 @@ def read_regular_file(path: Path) -> bytes:
             larger than the budget.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise EtrecordError(f"--etrecord {path}: cannot open it ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise EtrecordError(f"--etrecord {path}: not a regular file; give the .etrecord file ExecuTorch saved")
-        within_budget(info.st_size, f"--etrecord {path}")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(info.st_size)
-    finally:
-        os.close(fd)
+        return read_regular(path, f"--etrecord {path}")
+    except NotRegularError as exc:
+        raise EtrecordError(f"{exc}; give the .etrecord file ExecuTorch saved") from None
+    except BudgetError as exc:
+        raise EtrecordError(str(exc)) from None
 
 
 def within_budget(nbytes: int, what: str) -> None:
     """``check_budget``, its refusal (or a malformed ``$VKDIFF_MEMORY_BUDGET``) as ``EtrecordError``."""
     try:
         check_budget(nbytes, what)
-    except ValueError as exc:  # BudgetError, or parse_size naming the variable: one line either way
+    except BudgetError as exc:
         raise EtrecordError(str(exc)) from None
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from vkdiff.cases import llm as llm_cases
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.lowering.edge import (LoweredCase, attach_sources, call_targets, dequantize_dtypes, lowered_modules,
-                                 memoise_vulkan_patterns, stage)
+                                 memoise_vulkan_patterns, stage, weights_only)
 
 
 def quiet_stdout():
@@ -92,7 +92,7 @@ def lower_llm(case: ModelCase) -> LoweredCase:
 
     start = time.perf_counter()
     memoise_vulkan_patterns()
-    with tempfile.TemporaryDirectory(prefix="vkdiff-llm-") as output_dir, quiet_stdout():
+    with tempfile.TemporaryDirectory(prefix="vkdiff-llm-") as output_dir, quiet_stdout(), weights_only():
         knobs = dict(case.options)
         checkpoint, params = stage("checkpoint", llm_cases.checkpoint_paths, llm_cases.spec_of(knobs),
                                     knobs["checkpoint_dtype"])
