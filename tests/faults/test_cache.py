@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.forgery import forge_one, repoint_index
+from tests.faults.forgery import PATCHES, forge_one, patch_module, repoint_index
 from tests.testutils import main_tree, requires_tree, requires_vulkan
 from vkdiff.datamodel import REPAIRED_FLAG, cache
 from vkdiff.entry import cli
@@ -167,7 +167,7 @@ def test_patched_module_is_caught_by_verify_rebuild(baseline, tmp_path, monkeypa
     assert cli.main(rebuild) == 1
     out = capsys.readouterr().out
     assert f"corrupt: {module} (differs from a fresh compile of " in out, out
-    assert "not checked: " in out and "transformed modules in baked/" in out
+    assert "transformed again, identical: " in out
     assert cli.main([*rebuild, "--repair"]) == 0 and "; replaced)" in capsys.readouterr().out
     assert cli.main(rebuild) == 0
     assert f"compiled again, identical: {len(entries(root)['index'])}" in capsys.readouterr().out
@@ -183,3 +183,45 @@ def test_rebuild_names_what_it_cannot_check(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("vkdiff: error: vkdiff cache verify --rebuild needs the tree the modules were built from: "
                           "no ExecuTorch tree") and err.count("\n") == 1
+
+
+def test_forged_transformed_module_is_caught_by_verify_rebuild(baseline, tmp_path, monkeypatch, capsys):
+    """A transformed module (``baked/``, what wgpu runs) patched and hashed again: ``cache verify --rebuild`` makes
+    it again from the source module it records and finds it; ``--repair`` deletes it, and it is made again."""
+    from vkdiff.datamodel import read_entry, write_entry
+    from vkdiff.device.dispatch import baked_record
+
+    source, statuses = baseline
+    root = tmp_path / "cache"
+    shutil.copytree(source, root)
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(root))
+    baked = sorted(p for p in (root / "v2" / "baked").glob("*.spv"))
+    assert baked, "the baseline run transformed modules for naga"
+    patchable = [(path, how) for how in PATCHES for path in baked if _patches(path, how)]
+    assert patchable, "a transformed module with a constant to change"
+    path, how = patchable[0]
+    made_from, clamped, module = baked_record(read_entry(path))
+    write_entry(path, json.dumps(made_from).encode() + b"\n" + clamped.to_bytes(4, "little") +
+                patch_module(module, how))
+    assert cli.main(["cache", "verify"]) == 0, "the forged entry's own hash is sound"
+    rebuild = ["cache", "verify", "--rebuild", "--et-src", main_tree()[0]]
+    capsys.readouterr()
+    code = cli.main(rebuild)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert f"corrupt: {path} (differs from its source module transformed again)" in out
+    assert cli.main([*rebuild, "--repair"]) == 0 and "; deleted)" in capsys.readouterr().out
+    assert cli.main(rebuild) == 0 and f"transformed again, identical: {len(baked) - 1}" in capsys.readouterr().out
+    code, results, err = run(root, tmp_path / "r.jsonl", monkeypatch, capsys)
+    assert code == 0 and {(r.case, r.rule): r.status for r in results} == statuses, err
+
+
+def _patches(path: Path, how: str) -> bool:
+    """Whether ``patch_module`` can change the transformed module of baked entry ``path`` that way."""
+    from vkdiff.device.dispatch import baked_record
+
+    try:
+        patch_module(baked_record(cache.read_entry(path))[2], how)
+    except ValueError:
+        return False
+    return True

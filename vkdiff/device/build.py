@@ -299,6 +299,8 @@ class Recheck:
     path: Path
     """The cache entry concerned."""
     why: str = ""
+    module: bytes = b""
+    """The module a fresh compile confirmed (``sound`` only): transformed modules made from it are checked next."""
 
 
 class ShaderBuilder:
@@ -642,7 +644,7 @@ class ShaderBuilder:
         except BuildError as exc:
             return _corrupt(name, spv_path, f"{name} no longer compiles, yet a module is cached: {exc}", repair)
         if (spv, used) == cached:
-            return Recheck(name=name, state="sound", path=spv_path)
+            return Recheck(name=name, state="sound", path=spv_path, module=spv)
         if repair:
             write_entry(spv_path, _pack(used, spv))
         return Recheck(name=name, state="corrupt", path=spv_path,

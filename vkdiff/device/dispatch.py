@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -62,6 +63,8 @@ def _layout_entry(binding: spirv.Binding) -> dict:
 
 BAKED = "baked"
 """Cache folder of transformed modules: a runner with them needs no spirv-opt."""
+BAKED_FORMAT = b"vkdiff-baked/2"
+"""Part of a baked module's key; entries of this format start with a JSON line of what they were made from."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,33 +73,86 @@ def _transforms_version() -> str:
     return hashlib.sha256(Path(spirv.__file__).read_bytes()).hexdigest()[:12]
 
 
+def bake(spv: bytes, spec_constants: Mapping[int, int | float | bool],
+         local_size: tuple[int, int, int]) -> tuple[bytes, int]:
+    """Every transform naga needs, uncached: the transformed module and how many infinities were clamped."""
+    baked = spirv.rewrite_combined_samplers(spirv.rewrite_integer_smod(spirv.fold_float_conversions(
+        spirv.bake_spec_constants(spv, dict(spec_constants), local_size))))
+    module, clamped = spirv.clamp_infinite_constants(baked)
+    return module, clamped
+
+
 def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
                    local_size: tuple[int, int, int]) -> tuple[bytes, int]:
     """Apply every transform naga needs: bake spec constants and workgroup size, rewrite integer ``OpSMod`` and
     samplers, clamp infinite literals; also returns how many infinities were clamped.
 
-    The result is a verified cache entry keyed by the module, the values and the transforms, so a runner whose
-    cache holds it needs no spirv-opt (a corrupt entry is discarded, rebuilt and reported).
+    The result is a cache entry keyed by the module, the values and the transforms, so a runner whose cache holds
+    it needs no spirv-opt (a corrupt entry is discarded, rebuilt and reported). The entry records what it was made
+    from, so ``vkdiff cache verify --rebuild`` can make it again (``rebaked``).
 
     Raises:
         SpirvOptMissingError: the entry is not cached and spirv-opt is not installed.
     """
-    key = hashlib.sha256(b"\0".join([spv, repr(sorted(spec_constants.items())).encode(), repr(tuple(local_size)).encode(),
+    spec = sorted(spec_constants.items())
+    key = hashlib.sha256(b"\0".join([BAKED_FORMAT, spv, repr(spec).encode(), repr(tuple(local_size)).encode(),
                                      _transforms_version().encode()])).hexdigest()[:32]
     path = cache_dir() / BAKED / f"{key}.spv"
     try:
-        payload = read_entry(path)
-        return payload[4:], int.from_bytes(payload[:4], "little")
+        _, clamped, module = baked_record(read_entry(path))
+        return module, clamped
     except FileNotFoundError:
         pass
-    except CacheCorruptError as exc:
-        record_repair(exc)
+    except (CacheCorruptError, ValueError) as exc:
+        record_repair(exc if isinstance(exc, CacheCorruptError) else CacheCorruptError(path, f"bad record: {exc}"))
         path.unlink(missing_ok=True)
-    baked = spirv.rewrite_combined_samplers(spirv.rewrite_integer_smod(spirv.fold_float_conversions(
-        spirv.bake_spec_constants(spv, dict(spec_constants), local_size))))
-    module, clamped = spirv.clamp_infinite_constants(baked)
-    write_entry(path, int(clamped).to_bytes(4, "little") + module)
+    module, clamped = bake(spv, spec_constants, local_size)
+    made_from = {"source": hashlib.sha256(spv).hexdigest(), "spec": [[k, v] for k, v in spec],
+                 "local_size": list(local_size), "transforms": _transforms_version()}
+    write_entry(path, json.dumps(made_from).encode() + b"\n" + int(clamped).to_bytes(4, "little") + module)
     return module, clamped
+
+
+def baked_record(payload: bytes) -> tuple[dict[str, Any], int, bytes]:
+    """(what the entry was made from, infinities clamped, the module) of a baked entry's payload.
+
+    Raises:
+        ValueError: not a record of this format.
+    """
+    head, newline, rest = payload.partition(b"\n")
+    made_from = json.loads(head) if newline else None
+    if not isinstance(made_from, dict) or len(rest) < 4 or not isinstance(made_from.get("source"), str):
+        raise ValueError("not a baked module record")
+    return made_from, int.from_bytes(rest[:4], "little"), rest[4:]
+
+
+def rebaked(path: Path, sources: Mapping[str, bytes], *, repair: bool = False) -> tuple[str, str]:
+    """(``sound`` / ``corrupt`` / ``not checked``, why) of a baked entry made again from its source module, when
+    ``sources`` (sha256 → module, modules a rebuild found sound) holds it; with ``repair`` a differing one is
+    deleted (made again when next used)."""
+    try:
+        made_from, clamped, module = baked_record(read_entry(path))
+        spec = {int(k): v for k, v in made_from["spec"]}
+        local_size = tuple(int(n) for n in made_from["local_size"])
+    except (CacheCorruptError, ValueError, TypeError, KeyError) as exc:
+        if repair:
+            path.unlink(missing_ok=True)
+        return "corrupt", getattr(exc, "why", f"bad record: {exc}")
+    if made_from.get("transforms") != _transforms_version():
+        return "not checked", "made by another version of vkdiff's transforms"
+    if made_from["source"] not in sources:
+        return "not checked", "its source module is not one of the checked tree's"
+    try:
+        again = bake(sources[made_from["source"]], spec, local_size)
+    except spirv.SpirvOptMissingError as exc:
+        return "not checked", str(exc)
+    except spirv.SpirvError as exc:
+        return "corrupt", f"its recorded source and values do not transform: {exc}"
+    if again == (module, clamped):
+        return "sound", ""
+    if repair:
+        path.unlink(missing_ok=True)
+    return "corrupt", "differs from its source module transformed again" + ("; deleted" if repair else "")
 
 
 def has_baked_modules() -> bool:

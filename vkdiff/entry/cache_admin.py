@@ -8,7 +8,7 @@ folder         entry                      check
 ``spv/``       one SPIR-V module          header hash; ``--rebuild``: compiled again, compared
 ``index/``     (tree, variant) → module   header hash; key derived again (on use, ``--rebuild``)
 ``lowered/``   a lowering (.pte + JSON)   header hash (each file)
-``baked/``     a transformed module       header hash
+``baked/``     a transformed module       header hash; ``--rebuild``: transformed again from its source
 ``include/``   a tree's generated headers manifest; compared with the codegen's (on use)
 ``trees/``     an extracted tree          manifest; compared with its source (on use)
 ``llm/``       a generated checkpoint     manifest of file hashes
@@ -23,6 +23,7 @@ entry forged by someone who can write the cache. Hidden names (``.staging-…``,
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -45,6 +46,8 @@ class CacheReport:
     """Leftovers of interrupted writes."""
     rebuilt: int | None = None
     """Modules compiled again and found identical (None: no ``--rebuild``)."""
+    rebaked: int = 0
+    """Transformed modules made again from their (sound) source and found identical."""
     unchecked: list[str] = dataclasses.field(default_factory=list)
     """What ``--rebuild`` could not compile again, and what to pass to check it."""
 
@@ -55,7 +58,7 @@ class CacheReport:
             out.append("module bytes were checked against their own hash only: `vkdiff cache verify --rebuild` "
                        "compiles them again")
         else:
-            out.append(f"compiled again, identical: {self.rebuilt}")
+            out.append(f"compiled again, identical: {self.rebuilt}; transformed again, identical: {self.rebaked}")
         out += [f"corrupt: {path} ({why})" for path, why in self.corrupt]
         out += [f"not checked: {what}" for what in self.unchecked]
         out += [f"leftover of an interrupted write: {path}" for path in self.stale]
@@ -111,10 +114,25 @@ def _rebuild(root: Path, builder, report: CacheReport, repair: bool) -> None:
     if modules > seen:
         report.unchecked.append(f"{modules - seen} of {_modules(modules)} in spv/ belong to no variant of this tree "
                                 f"(pass their tree with --et-src)")
-    baked = len(_entries(root, "baked", True))
-    if baked:
-        report.unchecked.append(f"{baked} transformed modules in baked/ (an entry does not record the module and "
-                                f"specialization constants it was made from)")
+    _rebake(root, {hashlib.sha256(r.module).hexdigest(): r.module for r in checked if r.module}, report, repair)
+
+
+def _rebake(root: Path, sources: dict[str, bytes], report: CacheReport, repair: bool) -> None:
+    """Transformed modules made again from the sound modules they record as their source (needs spirv-opt)."""
+    from vkdiff.device.dispatch import rebaked
+
+    skipped: dict[str, int] = {}
+    for path in _entries(root, "baked", True):
+        if path.name.startswith("."):
+            continue
+        state, why = rebaked(path, sources, repair=repair)
+        if state == "sound":
+            report.rebaked += 1
+        elif state == "corrupt":
+            report.corrupt.append((path, why))
+        else:
+            skipped[why] = skipped.get(why, 0) + 1
+    report.unchecked += [f"{n} transformed module{'s' * (n != 1)} in baked/: {why}" for why, n in skipped.items()]
 
 
 def _modules(count: int) -> str:
