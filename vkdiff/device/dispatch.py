@@ -131,7 +131,10 @@ def rebaked(path: Path, sources: Mapping[str, bytes], *, repair: bool = False) -
     ``sources`` (sha256 → module, modules a rebuild found sound) holds it; with ``repair`` a differing one is
     deleted (made again when next used)."""
     try:
-        made_from, clamped, module = baked_record(read_entry(path))
+        payload = read_entry(path)
+        if not payload.startswith(b"{"):
+            return "not checked", "an earlier vkdiff's entry (no record of its source), which this one never reads"
+        made_from, clamped, module = baked_record(payload)
         spec = {int(k): v for k, v in made_from["spec"]}
         local_size = tuple(int(n) for n in made_from["local_size"])
     except (CacheCorruptError, ValueError, TypeError, KeyError) as exc:
