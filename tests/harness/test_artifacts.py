@@ -232,3 +232,14 @@ def test_a_fifo_or_a_wrong_typed_field_is_one_line(saved, tmp_path, capsys):
         (deep / case["files"]["document"][0]).read_bytes()).hexdigest()
     (deep / "artifacts.json").write_text(json.dumps(forged))
     assert "JSON nested too deeply" in _refused_line(capsys, deep, tmp_path)
+
+
+def test_the_tolerance_of_saved_cases_is_the_policy_or_the_command_line(saved, tmp_path, et_tree):
+    """The runner applies vkdiff's policy for the program, as the machine that saved it did, or ``--atol/--rtol``."""
+    full, folder = saved
+    policy = {(r.case, r.device): r.tolerance for r in read([full]).results if r.rule == "device"}
+    again, given = tmp_path / "again.jsonl", tmp_path / "given.jsonl"
+    cli.main(["check", str(folder), "--et-src", str(et_tree), "--results", str(again)])
+    cli.main(["check", str(folder), "--et-src", str(et_tree), "--results", str(given), "--atol", "0.5"])
+    assert {(r.case, r.device): r.tolerance for r in read([again]).results if r.rule == "device"} == policy
+    assert {r.tolerance["atol"] for r in read([given]).results if r.rule == "device"} == {0.5}
