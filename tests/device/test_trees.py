@@ -328,3 +328,25 @@ def test_forged_repository_config_runs_nothing(tmp_path):
     with pytest.raises(cache.CacheCorruptError, match=f"no tree {glsl[:12]}"):
         trees.check_git(tree, clone, commit)
     assert not marker.exists()
+
+
+def test_a_forged_clone_config_runs_nothing_on_fetch_or_archive(tmp_path):
+    """A cached clone of ``URL@REV`` whose config runs commands (an ``ext::`` remote for ``git fetch``, a smudge filter
+    for ``git archive``) and whose hooks would too: vkdiff puts back the config its clone wrote before using it."""
+    source = make_tree(tmp_path / "src")
+    commit = committed(source)
+    url = f"file://{source}"
+    trees.resolve_et_src(f"{url}@{commit}")
+    clone = next((trees.cache_dir() / "repos").iterdir())
+    marker = tmp_path / "ran"
+    for key, value in [("protocol.ext.allow", "always"), ("remote.origin.url", f"ext::sh -c touch% {marker}"),
+                       ("filter.evil.smudge", f"sh -c 'touch {marker}; cat'")]:
+        git("config", key, value, cwd=clone)
+    (clone / "info" / "attributes").write_text("* filter=evil\n")
+    (clone / "hooks" / "reference-transaction").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (clone / "hooks" / "reference-transaction").chmod(0o755)
+    shutil.rmtree(trees.cache_dir() / "trees")
+    new_process()
+    tree = trees.resolve_et_src(f"{url}@{commit}")
+    assert (tree / GLSL / "marker.glsl").exists() and not marker.exists()
+    assert git("config", "--file", str(clone / "config"), "remote.origin.url", cwd=tmp_path) == url

@@ -147,6 +147,28 @@ def _git(*args: str, timeout: float | None = None, offline: bool = False) -> str
     return done.stdout.strip()
 
 
+CLONE_KEYS = {"core.repositoryformatversion": ("0", "1"), "core.filemode": ("true", "false"),
+              "core.bare": ("true",), "remote.origin.promisor": ("true",),
+              "remote.origin.partialclonefilter": ("blob:none",), "extensions.partialclone": ("origin",)}
+"""What ``git clone --bare --filter=blob:none`` writes into a clone's config, with the values it may take."""
+
+
+def sanitize_clone(local: Path, url: str) -> None:
+    """Make a cached clone's config what vkdiff's clone wrote (its remote at ``url``) and drop its hooks and
+    attributes: the cache can come from elsewhere, and a clone's config (a smudge filter, an ``ext::`` remote,
+    ``core.sshCommand``) or hooks run commands during ``git archive`` and ``git fetch``."""
+    config = local / "config"
+    listed = _git("config", "--file", str(config), "--list", "-z") if config.is_file() else ""
+    kept = [item.split("\n", 1) for item in listed.split("\0") if "\n" in item]
+    fresh = local / ".config-vkdiff"
+    fresh.unlink(missing_ok=True)
+    for key, value in [(k, v) for k, v in kept if v in CLONE_KEYS.get(k.lower(), ())] + [("remote.origin.url", url)]:
+        _git("config", "--file", str(fresh), key, value)
+    os.replace(fresh, config)
+    shutil.rmtree(local / "hooks", ignore_errors=True)
+    (local / "info" / "attributes").unlink(missing_ok=True)
+
+
 def checkout_revision(repo: str, rev: str) -> Path:
     """Extract ``backends/vulkan`` of ``repo`` at ``rev`` into ``<cache>/trees/<commit>`` (once)."""
     if "://" in repo:
@@ -154,6 +176,7 @@ def checkout_revision(repo: str, rev: str) -> Path:
         if not local.exists():
             _git("clone", "--bare", "--filter=blob:none", repo, str(local))
         else:
+            sanitize_clone(local, repo)
             _git("-C", str(local), "fetch", "--tags", "origin", rev)
         repo = str(local)
     if not Path(repo).expanduser().exists():
