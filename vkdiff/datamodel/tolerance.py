@@ -120,9 +120,12 @@ class Tolerance:
         return self.atol == self.rtol == self.acc == self.ulps == 0.0
 
     def bound(self, expected: np.ndarray, magnitude: np.ndarray | None = None) -> np.ndarray:
-        bound = self.atol + self.rtol * np.abs(expected)
-        if magnitude is not None and self.acc:
-            bound = bound + self.acc * self.eps * np.abs(magnitude)
+        """The bound per element; NaN where an infinite reference meets a zero factor (``0 * inf``), which the
+        comparison treats as a special value, so numpy's warning about it is not shown."""
+        with np.errstate(invalid="ignore"):
+            bound = self.atol + self.rtol * np.abs(expected)
+            if magnitude is not None and self.acc:
+                bound = bound + self.acc * self.eps * np.abs(magnitude)
         return bound
 
     def to_dict(self) -> dict[str, float]:

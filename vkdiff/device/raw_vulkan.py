@@ -1,9 +1,10 @@
-"""The raw Vulkan transport's first piece: Vulkan devices as the loader lists them, with the features ET-VK's
+"""The raw Vulkan transport's device discovery: Vulkan devices as the loader lists them, with the features ET-VK's
 shaders need and the limits it routes on, read through the pinned ``vulkan`` binding (cffi, 1.3.275.1).
 
 Where wgpu shows only what naga can represent (no 8-bit storage buffers, no cooperative matrix), this reports
 what the device itself has: the ground for a ``NOT_SUPPORTED`` that names a feature the *device* lacks.
-The binding is imported only here and only when asked for: importing it dlopens ``libvulkan.so.1``.
+The binding is imported only through ``binding()`` and only when asked for: importing it dlopens
+``libvulkan.so.1``.
 
 Example (``vk_device.probe()`` gives these for each device; lavapipe 22.3 lacks only cooperative matrix)::
 

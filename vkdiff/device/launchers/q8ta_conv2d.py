@@ -83,7 +83,7 @@ def add_q8ta_conv2d_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, Any]
     def resize() -> None:
         graph.virtual_resize(out, resized(out, conv_out_hw(x.spec.sizes, *geometry)))
 
-    graph.dispatch(dot_product_kernel(graph, "q8ta_conv2d"),
+    graph.dispatch(dot_product_kernel(graph, "q8ta_conv2d", scales),
                    global_wg=lambda: pick_q8ta_conv2d_global_wg_size(out),
                    local_wg=lambda: pick_q8ta_conv2d_local_wg_size(out, pick_q8ta_conv2d_global_wg_size(out)),
                    resources=[out, x, weight, sums, scales, bias, graph.meta_ubo(out), graph.meta_ubo(x),

@@ -64,7 +64,7 @@ def add_q8ta_conv2d_pw_node(graph: ComputeGraph, x: Tensor, args: Mapping[str, A
         hw = resize_hw() if resize_hw is not None else tuple(x.spec.sizes[-2:])
         graph.virtual_resize(out, resized(out, hw))
 
-    graph.dispatch(dot_product_kernel(graph, "q8ta_conv2d_pw"),
+    graph.dispatch(dot_product_kernel(graph, "q8ta_conv2d_pw", scales),
                    global_wg=lambda: pick_q8ta_conv2d_pw_global_wg_size(out),
                    local_wg=lambda: pick_hw_square_wg_size(pick_q8ta_conv2d_pw_global_wg_size(out)),
                    resources=[out, x, weight, sums, scales, bias, graph.meta_ubo(out), graph.meta_ubo(x)],

@@ -73,7 +73,7 @@ def add_q8ta_conv2d_transposed_node(graph: ComputeGraph, x: Tensor, args: Mappin
         graph.virtual_resize(out, resized(out, hw))
 
     global_wg = lambda: pick_q8ta_conv2d_transposed_global_wg_size(out)  # noqa: E731
-    graph.dispatch(dot_product_kernel(graph, "q8ta_conv2d_transposed"), global_wg=global_wg,
+    graph.dispatch(dot_product_kernel(graph, "q8ta_conv2d_transposed", scales), global_wg=global_wg,
                    local_wg=lambda: pick_q8ta_conv2d_transposed_local_wg_size(global_wg()),
                    resources=[out, x, weight, sums, scales, bias, graph.meta_ubo(out), graph.meta_ubo(x),
                               graph.uniform(params.block(), "conv2d_params")],

@@ -29,7 +29,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.graph.vtensor import INT8X4
-from vkdiff.device.launchers.common import div_up, val_at
+from vkdiff.device.launchers.common import div_up, dtype_suffix, val_at
 from vkdiff.device.launchers.conv_utils import KERNEL_UTILS, PREPACK_NODE, calc_out_size, calc_transpose_out_size
 from vkdiff.device.launchers.conv_utils import prepack_node
 from vkdiff.device.launchers.q8_weights import packed_weight_storage
@@ -226,9 +226,10 @@ def prepack_quantized_conv2d_weight(graph: ComputeGraph, weights: TensorRef, out
     return packed
 
 
-def dot_product_kernel(graph: ComputeGraph, stem: str) -> str:
-    """``use_hw_dot ? stem : stem_fallback`` by ``supports_int8_dot_product``, then ``add_dtype_suffix`` (float)."""
-    return f"{stem}{'' if graph.route.int8_dot_product else '_fallback'}_float"
+def dot_product_kernel(graph: ComputeGraph, stem: str, scales: Tensor) -> str:
+    """``use_hw_dot ? stem : stem_fallback`` by ``supports_int8_dot_product``, then ``add_dtype_suffix`` of the packed
+    weight scales' dtype, as the C++ appends it."""
+    return f"{stem}{'' if graph.route.int8_dot_product else '_fallback'}_{dtype_suffix(scales.spec.dtype)}"
 
 
 def route_name(graph: ComputeGraph, route: str, dot: bool = True) -> str:
