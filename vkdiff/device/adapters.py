@@ -8,6 +8,7 @@ import re
 from typing import Any, Sequence
 
 from vkdiff.capture import quiet_stderr
+from vkdiff.device.transport import Transport
 
 WANTED_FEATURES = (
     "immediates",
@@ -118,7 +119,7 @@ def _info(adapter: Any) -> DeviceInfo:
         features=tuple(f for f in WANTED_FEATURES if f in adapter.features) + tuple(getattr(adapter, "vulkan_features",
                                                                                             ())),
         limits={k: int(adapter.limits[k]) for k in REPORTED_LIMITS if k in adapter.limits},
-        transport=getattr(adapter, "transport", "wgpu"),
+        transport=adapter.transport,
     )
 
 
@@ -143,9 +144,11 @@ def enumerate_adapters(backend: str | None = "Vulkan", via: str | None = None) -
         return list(zip(infos, adapters))
     import wgpu
 
+    from vkdiff.device.wgpu_device import WgpuAdapter
+
     with quiet_stderr():
         adapters = wgpu.gpu.enumerate_adapters_sync()
-    adapters = [a for a in adapters if backend is None or a.info.get("backend_type") == backend]
+    adapters = [WgpuAdapter(a) for a in adapters if backend is None or a.info.get("backend_type") == backend]
     infos = _unique_slugs([_info(a) for a in adapters])
     return list(zip(infos, adapters))
 
@@ -204,8 +207,9 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan",
     return chosen
 
 
-def create_device(info: DeviceInfo, adapter: Any, limits_profile: str | None = None) -> Any:
-    """A wgpu device with every wanted feature the adapter has and its maximum limits (or a profile's lower ones)."""
+def create_device(info: DeviceInfo, adapter: Any, limits_profile: str | None = None) -> Transport:
+    """A device (behind the transport interface) with every wanted feature the adapter has and its maximum limits
+    (or a profile's lower ones)."""
     from vkdiff.device.limits import apply
 
     limits = apply(info.limits, limits_profile)

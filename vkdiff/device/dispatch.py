@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
 from vkdiff.device import spirv, watchdog
-from vkdiff.device.boundary import (BindingKindError, DeviceLimitError, DispatchError, DtypeMismatchError, OutOfBoundsError,
-                                    ShaderLoadError, ShaderUnsupportedError, gpu_call, naga_missing_capability)
+from vkdiff.device.boundary import (BindingKindError, DeviceLimitError, DispatchError, DtypeMismatchError,
+                                    OutOfBoundsError)
 from vkdiff.device.resources import Tensor
 
 _SAMPLE_TYPES = {"float": "unfilterable-float", "sint": "sint", "uint": "uint"}
@@ -45,7 +45,8 @@ class Pipeline:
     ``module``), workgroup size ids 0–2 excluded."""
 
 
-def _layout_entry(binding: spirv.Binding) -> dict:
+def layout_entry(binding: spirv.Binding) -> dict:
+    """The wgpu bind-group layout entry of a reflected binding (a trace records it on either transport)."""
     import wgpu
 
     entry: dict[str, Any] = {"binding": binding.binding, "visibility": wgpu.ShaderStage.COMPUTE}
@@ -164,7 +165,8 @@ def has_baked_modules() -> bool:
 
 
 class PipelineCache:
-    """Pipelines per device keyed by (SPIR-V hash, spec constants, local size)."""
+    """Pipelines per device keyed by (SPIR-V hash, spec constants, local size); each made by the device's transport
+    (``Transport.create_pipeline``) once its workgroup size fits the device."""
 
     def __init__(self, device: Any):
         self.device = device
@@ -186,40 +188,7 @@ class PipelineCache:
             key = f"max-compute-workgroup-size-{axis}"
             if size > limits.get(key, size):
                 raise DeviceLimitError(f"{label}: local size {local_size} exceeds {key} {limits[key]}")
-        if getattr(self.device, "transport", "wgpu") == "vulkan":
-            handle, layout, reflection = self.device.create_pipeline(spv, spec_constants, local_size, label)
-            return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
-                            module=spv, spec=dict(spec_constants))
-        try:
-            module_bytes, clamped = prepare_module(spv, spec_constants, local_size)
-            reflection = spirv.reflect(module_bytes)
-        except spirv.SpirvError as exc:
-            raise ShaderLoadError(f"{label}: vkdiff cannot prepare the module for naga: {exc}") from None
-        if reflection.immediate_size > limits.get("max-immediate-size", 0):
-            raise DeviceLimitError(f"{label}: needs {reflection.immediate_size} bytes of immediates, "
-                                   f"device has {limits.get('max-immediate-size', 0)}")
-        entries = [_layout_entry(b) for b in reflection.bindings if b.group == 0]
-        device = self.device
-        layout = gpu_call(ShaderLoadError, f"{label}: bind group layout", device.create_bind_group_layout,
-                          entries=entries, label=label)
-        playout = gpu_call(ShaderLoadError, f"{label}: pipeline layout", device.create_pipeline_layout,
-                           bind_group_layouts=[layout], immediate_size=reflection.immediate_size)
-        try:
-            module = gpu_call(ShaderLoadError, f"{label}: shader module", device.create_shader_module,
-                              code=module_bytes, label=label)
-        except ShaderUnsupportedError:
-            raise
-        except ShaderLoadError as exc:
-            lacking = naga_missing_capability(str(exc), spirv.capabilities(module_bytes))
-            if lacking is None:
-                raise
-            raise ShaderUnsupportedError(f"{label}: shader module: needs {lacking}, which naga cannot represent: "
-                                         f"{str(exc).split(': ', 2)[-1]}") from None
-        with watchdog.waiting(f"creating the pipeline of {label}"):
-            handle = gpu_call(ShaderLoadError, f"{label}: compute pipeline", device.create_compute_pipeline,
-                              layout=playout, compute={"module": module, "entry_point": "main"}, label=label)
-        return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
-                        infinities_clamped=clamped, module=module_bytes)
+        return self.device.create_pipeline(spv, spec_constants, local_size, label)
 
 
 def _resource(binding: spirv.Binding, value: Any, label: str) -> Any:
@@ -320,13 +289,13 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     if max(groups) > device.limits["max-compute-workgroups-per-dimension"]:
         raise DeviceLimitError(f"{label}: {groups} workgroups exceed max-compute-workgroups-per-dimension")
     if hasattr(device, "record_dispatch"):
-        device.record_dispatch(pipeline, [_layout_entry(b) for b in bindings],
+        device.record_dispatch(pipeline, [layout_entry(b) for b in bindings],
                                [(b.binding, resources[b.binding]) for b in bindings], groups, immediates, label)
     key = (id(pipeline), tuple(id(resources[b.binding]) for b in bindings))
     bind_group = None if bind_groups is None else bind_groups.get(key)
     if bind_group is None:
         entries = [{"binding": b.binding, "resource": _resource(b, resources[b.binding], label)} for b in bindings]
-        bind_group = gpu_call(DispatchError, f"{label}: bind group", device.create_bind_group,
+        bind_group = device.call(DispatchError, f"{label}: bind group", device.create_bind_group,
                               layout=pipeline.layout, entries=entries)
         if bind_groups is not None:
             bind_groups[key] = bind_group
@@ -355,7 +324,7 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
         device.queue.submit([encoder.finish()])
 
     try:
-        gpu_call(DispatchError, f"{label}: dispatch", submit)
+        device.call(DispatchError, f"{label}: dispatch", submit)
     except OutOfBoundsError as exc:  # a prepack dispatch, submitted alone
         raise locate_out_of_bounds(exc, [Pending(label, record, None, label, _buffer_ranges(bindings, resources),
                                                  pipeline.module)]) from None
@@ -458,7 +427,7 @@ class Batch:
         for entry in pending:
             watchdog.note_dispatch(entry.what)
         try:
-            gpu_call(DispatchError, f"batch of {len(pending)} dispatches", submit_all)
+            self.device.call(DispatchError, f"batch of {len(pending)} dispatches", submit_all)
         except OutOfBoundsError as exc:
             raise locate_out_of_bounds(exc, pending) from None
         except DispatchError:
@@ -474,7 +443,7 @@ class Batch:
                 self.device.queue.submit([encoder.finish()])
 
             try:
-                gpu_call(DispatchError, f"{what}: dispatch", one)
+                self.device.call(DispatchError, f"{what}: dispatch", one)
             except DispatchError as exc:
                 if node is not None:
                     exc.node_index = node

@@ -12,7 +12,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from vkdiff.device import layouts, watchdog
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, gpu_call
+from vkdiff.device.boundary import DeviceLimitError, DispatchError
 
 Storage = Literal["buffer", "texture3d", "texture2d"]
 
@@ -42,7 +42,7 @@ class Tensor:
     """The serialized ``mem_obj_id``: tensors with one id share one ``SharedObject`` in ET-VK (-1: its own)."""
 
 
-def _byte_view(data: bytes | np.ndarray) -> np.ndarray:
+def byte_view(data: bytes | np.ndarray) -> np.ndarray:
     """``data`` as flat uint8 without a copy when already contiguous (uploads of MBs are on the hot path)."""
     return np.frombuffer(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data, np.uint8)
 
@@ -51,14 +51,14 @@ def _buffer(device: Any, data: bytes | np.ndarray, usage: int, label: str) -> An
     """A buffer of ``data`` zero-padded to a multiple of 16 bytes."""
     import wgpu
 
-    raw = _byte_view(data)
+    raw = byte_view(data)
     size = max(16, -(-raw.size // 16) * 16)
     max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
     if size > max_size:
         raise DeviceLimitError(f"{label}: {size} bytes exceeds max-storage-buffer-binding-size {max_size}")
     if size != raw.size:
         raw = np.concatenate([raw, np.zeros(size - raw.size, np.uint8)])
-    return gpu_call(DispatchError, f"create buffer {label}", device.create_buffer_with_data,
+    return device.call(DispatchError, f"create buffer {label}", device.create_buffer_with_data,
                     data=raw, usage=usage | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
 
 
@@ -92,7 +92,7 @@ def texture_tensor(device: Any, array: np.ndarray, storage: Storage = "texture3d
     limit = device.limits["max-texture-dimension-3d" if storage == "texture3d" else "max-texture-dimension-2d"]
     if max(extent) > limit:
         raise DeviceLimitError(f"{label}: texture extent {extent} exceeds the device limit {limit}")
-    handle = gpu_call(
+    handle = device.call(
         DispatchError, f"create texture {label}", device.create_texture,
         size=extent, dimension="3d" if storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[dtype],
         usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.TEXTURE_BINDING
@@ -130,65 +130,26 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
         return Tensor(shape=tuple(spec.sizes), dtype=element,
                       storage="buffer", handle=_buffer(device, data, wgpu.BufferUsage.STORAGE, label),
                       buffer_shape=(count,), spec=spec, allocated=spec, guard=guard)
-    extent = _texture_extent(device, spec, label)
-    handle = gpu_call(
+    extent = texture_extent(device, spec, label)
+    handle = device.call(
         DispatchError, f"create texture {label}", device.create_texture,
         size=extent, dimension="3d" if spec.storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[element],
         usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.TEXTURE_BINDING
         | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC, label=label)
     texels = layouts.poison_like((extent[2], extent[1], extent[0], 4), element)
-    device.queue.write_texture({"texture": handle}, _byte_view(texels),
+    device.queue.write_texture({"texture": handle}, byte_view(texels),
                                {"bytes_per_row": extent[0] * 4 * element.itemsize, "rows_per_image": extent[1]},
                                extent)
     return Tensor(shape=tuple(spec.sizes), dtype=element, storage=spec.storage, handle=handle, spec=spec,
                   allocated=spec)
 
 
-def allocate_shared(device: Any, tensors: Sequence[Tensor], label: str) -> None:
-    """Storage for the users of one ``SharedObject``: each buffer or image bound to one allocation at offset 0, as
-    ``SharedObject::allocate`` and ``bind_users`` make it (raw Vulkan only: wgpu cannot alias resources).
+def texture_extent(device: Any, spec: Any, label: str) -> tuple[int, int, int]:
+    """The image extent of a tensor's spec (one texel at least).
 
-    Each buffer is sized as ``allocate`` sizes it (its canary band inside its bound range); the band of the largest
-    buffer is written and checked (``Tensor.guard``) when no other user's storage reaches it, the other bands lie
-    in storage a larger user may write. The allocation is poisoned through that buffer; images are not poisoned.
+    Raises:
+        DeviceLimitError: no texel format for its dtype, or an extent over the device's limit.
     """
-    from vkdiff.device.vk_memory import Buffer, Image, SharedMemory
-
-    users, datas = [], []
-    for tensor in tensors:
-        spec, element = tensor.spec, tensor.spec.element_dtype
-        if spec.storage == "buffer":
-            count = max(spec.physical_numel, 1)
-            data, guard = guarded(layouts.poison_like((count,), element))
-            max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
-            if data.size > max_size:
-                raise DeviceLimitError(f"{label}: {data.size} bytes exceeds max-storage-buffer-binding-size {max_size}")
-            users.append(gpu_call(DispatchError, f"create buffer {label}", Buffer, device, int(data.size), label,
-                                  False, True))
-            tensor.buffer_shape, tensor.guard = (count,), guard
-        else:
-            extent = _texture_extent(device, spec, label)
-            users.append(gpu_call(DispatchError, f"create texture {label}", Image, device, extent,
-                                  "3d" if spec.storage == "texture3d" else "2d", layouts.TEXEL_FORMATS[element],
-                                  label, True))
-            data = None
-        datas.append(data)
-        tensor.handle, tensor.allocated = users[-1], spec
-    gpu_call(DispatchError, f"allocate {label}", SharedMemory, device, users, label)
-    buffers = [i for i, t in enumerate(tensors) if t.storage == "buffer"]
-    band = max(buffers, key=lambda i: tensors[i].guard, default=None)
-    for i, tensor in enumerate(tensors):
-        reach = tensor.guard if tensor.storage == "buffer" else int(users[i].requirements.size)
-        if band is not None and i != band and reach > tensors[band].guard:
-            band = None
-    for i in buffers:
-        if i != band:
-            tensors[i].guard = 0
-    if band is not None:
-        device.queue.write_buffer(users[band], 0, _byte_view(datas[band]))
-
-
-def _texture_extent(device: Any, spec: Any, label: str) -> tuple[int, int, int]:
     if spec.element_dtype not in layouts.TEXEL_FORMATS:
         raise DeviceLimitError(f"{label}: no texture format for dtype {spec.element_dtype}")
     extent = tuple(max(e, 1) for e in spec.extents)  # an empty tensor (batch norm's unused outputs) gets one texel
@@ -207,7 +168,7 @@ CANARY = np.frombuffer(bytes([0xC5, 0xA3, 0x5C, 0x3A]) * (GUARD_BYTES // 4), np.
 
 def guarded(data: np.ndarray) -> tuple[np.ndarray, int]:
     """``data``'s bytes padded to 16, then the canary band; and the band's offset."""
-    raw = _byte_view(data)
+    raw = byte_view(data)
     offset = -(-raw.size // 16) * 16
     return np.concatenate([raw, np.zeros(offset - raw.size, np.uint8), CANARY]), offset
 
@@ -241,19 +202,19 @@ def copy_out(device: Any, ranges: Sequence[tuple[Tensor, int, int]], what: str) 
         return data
 
     with watchdog.waiting(what):
-        raw = np.frombuffer(gpu_call(DispatchError, what, copy_map_read), np.uint8)
+        raw = np.frombuffer(device.call(DispatchError, what, copy_map_read), np.uint8)
     return [raw[at:at + size] for (_, _, size), at in zip(ranges, offsets)]
 
 
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:
     """Overwrite a tensor's contents (textures: packed texels; buffers: raw bytes)."""
     if tensor.storage == "buffer":
-        device.queue.write_buffer(tensor.handle, 0, _byte_view(array))
+        device.queue.write_buffer(tensor.handle, 0, byte_view(array))
         return
     texels = np.ascontiguousarray(layouts.to_texels(array.astype(tensor.dtype)))
     depth, height, width4, _ = texels.shape
     row = width4 * 4 * tensor.dtype.itemsize
-    device.queue.write_texture({"texture": tensor.handle}, _byte_view(texels),
+    device.queue.write_texture({"texture": tensor.handle}, byte_view(texels),
                                {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
 
 
@@ -263,13 +224,13 @@ def read_raw(device: Any, tensor: Tensor) -> np.ndarray:
     what = f"reading back {tensor.storage} {list(tensor.shape)}"
     if tensor.storage == "buffer":
         with watchdog.waiting(what):
-            raw = gpu_call(DispatchError, what, device.queue.read_buffer, tensor.handle)
+            raw = device.call(DispatchError, what, device.queue.read_buffer, tensor.handle)
         return np.frombuffer(raw, dtype=tensor.dtype)[: int(np.prod(tensor.buffer_shape))].copy()
     spec = tensor.allocated or tensor.spec  # the whole image as allocated, whatever sizes it was resized to
     width, height, depth = (tuple(max(e, 1) for e in spec.extents) if spec is not None
                             else layouts.texture_extent(tensor.shape))
     with watchdog.waiting(what):
-        raw = gpu_call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
+        raw = device.call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
                        {"bytes_per_row": width * 4 * tensor.dtype.itemsize, "rows_per_image": height},
                        (width, height, depth))
     return np.frombuffer(raw, dtype=tensor.dtype).copy()
@@ -288,13 +249,13 @@ def read(device: Any, tensor: Tensor) -> np.ndarray:
     if tensor.storage == "buffer":
         count = int(np.prod(tensor.buffer_shape))
         with watchdog.waiting(what):
-            raw = gpu_call(DispatchError, what, device.queue.read_buffer, tensor.handle)
+            raw = device.call(DispatchError, what, device.queue.read_buffer, tensor.handle)
         raw = raw[: count * tensor.dtype.itemsize]
         return np.frombuffer(raw, dtype=tensor.dtype).reshape(tensor.buffer_shape).copy()
     width4, height, depth = layouts.texture_extent(tensor.shape)
     row = width4 * 4 * tensor.dtype.itemsize
     with watchdog.waiting(what):
-        raw = gpu_call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
+        raw = device.call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
                        {"bytes_per_row": row, "rows_per_image": height}, (width4, height, depth))
     texels = np.frombuffer(raw, dtype=tensor.dtype).reshape(depth, height, width4, 4)
     return layouts.from_texels(texels, tensor.shape)

@@ -1,6 +1,6 @@
 """Record what a run asks of the device, to replay it elsewhere (``vkdiff repro``, Amber export).
 
-``TraceDevice`` wraps a wgpu device: buffer and texture creation, every queue write, every
+``TraceDevice`` wraps a device (either transport): buffer and texture creation, every queue write, every
 dispatch (the module exactly as loaded, after vkdiff's transforms, its bind-group layout,
 bindings, push constants and workgroup counts) and every read back are appended, in
 order, to ``ops``. Nothing else changes: the wrapped calls run as they would. A replay
@@ -63,11 +63,6 @@ class TraceDevice:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._device, name)
 
-    @property
-    def transport(self) -> str:
-        """The wrapped device's transport: a raw Vulkan trace's modules are glslc's, specialised at pipeline
-        creation (each dispatch records its spec constants and workgroup size)."""
-        return getattr(self._device, "transport", "wgpu")
 
     def ref(self, handle: Any) -> int:
         """The trace's id of a buffer or texture it saw created."""
@@ -106,6 +101,6 @@ class TraceDevice:
         op = {"op": "dispatch", "shader": label, "module": key, "layout": layout, "bindings": refs,
               "groups": list(groups), "immediates": bytes(immediates[: pipeline.reflection.immediate_size]),
               "immediate_size": int(pipeline.reflection.immediate_size)}
-        if self.transport == "vulkan":
+        if self._device.specialises:  # the module is glslc's: its spec constants and workgroup size go with it
             op.update(spec={str(k): v for k, v in pipeline.spec.items()}, local_size=list(pipeline.local_size))
         self.ops.append(op)

@@ -122,17 +122,44 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
     dev = device.handle
     bindings = [b for b in reflection.bindings if b.group == 0]
     types = {b.binding: descriptor_type(vk, b) for b in bindings}
-    set_handle = vk_call(ShaderLoadError, f"{label}: descriptor set layout", vk.vkCreateDescriptorSetLayout, dev,
-                         vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
-                             vk.VkDescriptorSetLayoutBinding(binding=n, descriptorType=t, descriptorCount=1,
-                                                             stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-                             for n, t in types.items()]), None)
-    ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
-                                     size=reflection.immediate_size)] if reflection.immediate_size else []
-    layout = vk_call(ShaderLoadError, f"{label}: pipeline layout", vk.vkCreatePipelineLayout, dev,
-                     vk.VkPipelineLayoutCreateInfo(pSetLayouts=[set_handle], pPushConstantRanges=ranges), None)
-    module = vk_call(ShaderLoadError, f"{label}: vkCreateShaderModule", vk.vkCreateShaderModule, dev,
-                     vk.VkShaderModuleCreateInfo(codeSize=len(spv), pCode=spv), None)
+    made: list[Callable[[], None]] = []
+    """What was created so far, destroyed again (newest first) if a later step fails."""
+    try:
+        set_handle = vk_call(ShaderLoadError, f"{label}: descriptor set layout", vk.vkCreateDescriptorSetLayout, dev,
+                             vk.VkDescriptorSetLayoutCreateInfo(pBindings=[
+                                 vk.VkDescriptorSetLayoutBinding(binding=n, descriptorType=t, descriptorCount=1,
+                                                                 stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                                 for n, t in types.items()]), None)
+        made.append(lambda: vk.vkDestroyDescriptorSetLayout(dev, set_handle, None))
+        ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
+                                         size=reflection.immediate_size)] if reflection.immediate_size else []
+        layout = vk_call(ShaderLoadError, f"{label}: pipeline layout", vk.vkCreatePipelineLayout, dev,
+                         vk.VkPipelineLayoutCreateInfo(pSetLayouts=[set_handle], pPushConstantRanges=ranges), None)
+        made.append(lambda: vk.vkDestroyPipelineLayout(dev, layout, None))
+        module = vk_call(ShaderLoadError, f"{label}: vkCreateShaderModule", vk.vkCreateShaderModule, dev,
+                         vk.VkShaderModuleCreateInfo(codeSize=len(spv), pCode=spv), None)
+        try:
+            handle = _compute_pipeline(vk, dev, module, layout, spv, spec_constants, local_size, label)
+        finally:
+            vk.vkDestroyShaderModule(dev, module, None)
+    except BaseException:
+        for destroy in reversed(made):
+            destroy()
+        raise
+    set_layout = SetLayout(set_handle, types)
+    return ComputePipeline(handle, layout, set_layout, label), set_layout, reflection
+
+
+def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
+                      spec_constants: Mapping[int, int | float | bool], local_size: tuple[int, int, int],
+                      label: str) -> Any:
+    """``vkCreateComputePipelines`` for the module, specialised; a pipeline the validation layer reports on is
+    destroyed and refused.
+
+    Raises:
+        ShaderLoadError: the driver or the layer refused it.
+        InstrumentationError: GPU-assisted validation's instrumentation could not create it.
+    """
     entries, data = specialization(spv, {**dict(zip((0, 1, 2), local_size)), **dict(spec_constants)})
     info = vk.VkSpecializationInfo(
         pMapEntries=[vk.VkSpecializationMapEntry(constantID=i, offset=o, size=s) for i, o, s in entries],
@@ -154,10 +181,9 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
     try:
         layer_errors(LAYER_MESSAGES[seen:], f"{label}: pipeline")
     except DispatchError as exc:
+        vk.vkDestroyPipeline(dev, handle, None)
         raise ShaderLoadError(str(exc)) from None
-    vk.vkDestroyShaderModule(dev, module, None)
-    set_layout = SetLayout(set_handle, types)
-    return ComputePipeline(handle, layout, set_layout, label), set_layout, reflection
+    return handle
 
 
 class BindGroup:

@@ -1,10 +1,9 @@
 """The raw Vulkan transport: physical devices as adapters, a logical device with the features ET-VK asks for,
 and its buffers and images.
 
-``VkAdapter`` and ``VkDevice`` offer the subset of wgpu's API vkdiff's runtime calls (``request_device_sync``,
-``create_buffer``, ``create_texture``, ``queue``, ``create_command_encoder``, ``create_bind_group``), so launchers,
-the graph runtime, kernel and model cases run unchanged; pipelines come from ``VkDevice.create_pipeline`` with the
-module exactly as glslc built it (``vkdiff.device.vk_commands``). Every submission waits for its fence, so host
+``VkDevice`` implements the transport interface (``vkdiff.device.transport``): the subset of wgpu's API the runtime
+calls (``create_buffer``, ``create_texture``, ``queue``, ``create_command_encoder``, ``create_bind_group``), and
+pipelines from ``create_pipeline`` with the module exactly as glslc built it (``vkdiff.device.vk_commands``). Every submission waits for its fence, so host
 writes and reads never race the device and a resource is never freed while in use.
 """
 
@@ -17,10 +16,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from vkdiff.device.boundary import DeviceLimitError
+from vkdiff.device import layouts
+from vkdiff.device.boundary import DispatchError
+from vkdiff.device.dispatch import Pipeline
+from vkdiff.device.resources import Tensor, byte_view, guarded, texture_extent
 from vkdiff.device.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
 from vkdiff.device.vk_commands import BindGroup, Encoder, Queue, create_pipeline
 from vkdiff.device.validation import VALIDATION_LAYER, gpu_assisted, on_message, validation_enabled
-from vkdiff.device.vk_memory import Buffer, Image, vk_call
+from vkdiff.device.vk_memory import Buffer, Image, SharedMemory, vk_call
 
 _KEEP: list[Any] = []
 """The debug messenger, its callback and create info: alive as long as the instance."""
@@ -146,9 +149,15 @@ def _enable_chain(vk: Any, raw: RawDevice) -> tuple[Any, list[Any]]:
 
 
 class VkDevice:
-    """A logical device with one compute queue; wgpu-shaped (see the module docstring)."""
+    """A logical device with one compute queue, behind the transport interface (``vkdiff.device.transport``)."""
 
     transport = "vulkan"
+    own_barriers = True
+    """Only the barriers the runtime records (ET-VK's) run between commands."""
+    aliases = True
+    """A shared object's users are bound to one allocation, as ET-VK binds them."""
+    specialises = True
+    """Spec constants and the workgroup size go in at pipeline creation (``VkSpecializationInfo``)."""
 
     def __init__(self, adapter: VkAdapter, limits: dict[str, int], label: str = ""):
         vk = binding()
@@ -178,6 +187,11 @@ class VkDevice:
         self._direct = self._direct_memory_type()
         weakref.finalize(self, _destroy_device, self.handle, self.queue.release_handles(), self.sampler,
                          self.finalizers)
+
+    @staticmethod
+    def call(error_type: type, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """The raw transport's calls raise typed errors where they reach the binding (``vk_memory.vk_call``)."""
+        return fn(*args, **kwargs)
 
     def memory_type(self, bits: int, flags: int) -> int:
         for index in range(self.memory.memoryTypeCount):
@@ -219,8 +233,60 @@ class VkDevice:
     def create_bind_group(self, *, layout: Any, entries: Sequence[dict]) -> Any:
         return BindGroup(self, layout, entries)
 
-    def create_pipeline(self, spv: bytes, spec_constants: dict, local_size: tuple[int, int, int], label: str) -> Any:
-        return create_pipeline(self, spv, spec_constants, local_size, label)
+    def allocate_shared(self, tensors: Sequence[Tensor], label: str) -> None:
+        """Storage for the users of one ``SharedObject``: each buffer or image bound to one allocation at offset 0, as
+        ``SharedObject::allocate`` and ``bind_users`` make it (this transport ``aliases``).
+
+        Each buffer is sized as ``allocate`` sizes it (its canary band inside its bound range); the band of the largest
+        buffer is written and checked (``Tensor.guard``) when no other user's storage reaches it, the other bands lie
+        in storage a larger user may write. The allocation is poisoned through that buffer; images are not poisoned.
+        """
+        users, datas = [], []
+        for tensor in tensors:
+            spec, element = tensor.spec, tensor.spec.element_dtype
+            if spec.storage == "buffer":
+                count = max(spec.physical_numel, 1)
+                data, guard = guarded(layouts.poison_like((count,), element))
+                max_size = self.limits.get("max-storage-buffer-binding-size", 1 << 27)
+                if data.size > max_size:
+                    raise DeviceLimitError(f"{label}: {data.size} bytes exceeds max-storage-buffer-binding-size "
+                                           f"{max_size}")
+                users.append(self.call(DispatchError, f"create buffer {label}", Buffer, self, int(data.size), label,
+                                      False, True))
+                tensor.buffer_shape, tensor.guard = (count,), guard
+            else:
+                extent = texture_extent(self, spec, label)
+                users.append(self.call(DispatchError, f"create texture {label}", Image, self, extent,
+                                      "3d" if spec.storage == "texture3d" else "2d", layouts.TEXEL_FORMATS[element],
+                                      label, True))
+                data = None
+            datas.append(data)
+            tensor.handle, tensor.allocated = users[-1], spec
+        self.call(DispatchError, f"allocate {label}", SharedMemory, self, users, label)
+        buffers = [i for i, t in enumerate(tensors) if t.storage == "buffer"]
+        band = max(buffers, key=lambda i: tensors[i].guard, default=None)
+        for i, tensor in enumerate(tensors):
+            reach = tensor.guard if tensor.storage == "buffer" else int(users[i].requirements.size)
+            if band is not None and i != band and reach > tensors[band].guard:
+                band = None
+        for i in buffers:
+            if i != band:
+                tensors[i].guard = 0
+        if band is not None:
+            self.queue.write_buffer(users[band], 0, byte_view(datas[band]))
+
+    def create_pipeline(self, spv: bytes, spec_constants: dict, local_size: tuple[int, int, int],
+                        label: str) -> Pipeline:
+        """The module exactly as glslc built it, specialised (``vk_commands.create_pipeline``)."""
+        handle, layout, reflection = create_pipeline(self, spv, spec_constants, local_size, label)
+        return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
+                        spec=dict(spec_constants))
+
+    def blit(self, src: Any, dst: Any, label: str) -> None:
+        """``vkCmdBlitImage`` of the whole of ``src`` onto the whole of ``dst`` (formats converted, sizes scaled)."""
+        encoder = self.create_command_encoder(label=label)
+        encoder.blit_texture(src.handle, dst.handle)
+        self.queue.submit([encoder.finish()])
 
 
 def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers: list) -> None:

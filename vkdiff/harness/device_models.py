@@ -288,8 +288,8 @@ def _replay_graphs(model: PreparedProgram, ctx, route, tree, replays: int, first
                                                    "memory": _memory_plan(device)}
     hazard = _hazard(device)
     if hazard is not None:
-        where = ("on this device: latent here" if getattr(ctx.device, "transport", "wgpu") == "vulkan" else
-                 "through wgpu, which orders every dispatch itself")
+        where = ("on this device: latent here" if ctx.device.own_barriers else
+                 f"through {ctx.device.transport}, which orders every dispatch itself")
         reason = f"{hazard} ({replays} whole-graph replays identical {where}; node by node alone: {status.name})"
         return Status.FAIL_SYNC, {**fields, "reason": reason, "node": {"index": hazard.node_index},
                                   "shader": hazard.shader}

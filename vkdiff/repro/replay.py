@@ -28,8 +28,14 @@ FEATURES = ("immediates", "shader-f16", "texture-adapter-specific-format-feature
 
 
 def open_device(substring: str | None, transport: str = "wgpu"):
-    if transport == "vulkan":
-        return open_raw_device(substring)
+    """(adapter, device) of the transport the folder was recorded through (its manifest says which)."""
+    if transport not in OPENERS:
+        sys.exit(f"run_repro: the manifest names transport {transport!r}; this script replays {', '.join(OPENERS)}")
+    return OPENERS[transport](substring)
+
+
+def open_wgpu_device(substring: str | None):
+    """A wgpu device on the first Vulkan adapter (matching ``substring``): numpy and wgpu are all it needs."""
     import wgpu
 
     adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info.get("backend_type") == "Vulkan"]
@@ -56,6 +62,9 @@ def open_raw_device(substring: str | None):
     return adapter, adapter.request_device_sync(required_limits=dict(adapter.limits))
 
 
+OPENERS = {"wgpu": open_wgpu_device, "vulkan": open_raw_device}
+
+
 def make_resources(device, manifest: dict) -> list:
     handles = []
     for res in manifest["resources"]:
@@ -72,9 +81,9 @@ def dispatch(device, op: dict, handles: list, folder: Path, pipelines: dict) -> 
            json.dumps(op.get("spec"), sort_keys=True), str(op.get("local_size")))
     if key not in pipelines and "local_size" in op:  # raw Vulkan: specialised at pipeline creation
         spec = {int(k): v for k, v in op["spec"].items()}
-        handle, layout, _ = device.create_pipeline((folder / "spirv" / f"{op['module']}.spv").read_bytes(), spec,
-                                                   tuple(op["local_size"]), op["shader"])
-        pipelines[key] = (handle, layout)
+        made = device.create_pipeline((folder / "spirv" / f"{op['module']}.spv").read_bytes(), spec,
+                                      tuple(op["local_size"]), op["shader"])
+        pipelines[key] = (made.handle, made.layout)
     if key not in pipelines:
         module = device.create_shader_module(code=(folder / "spirv" / f"{op['module']}.spv").read_bytes())
         layout = device.create_bind_group_layout(entries=op["layout"])

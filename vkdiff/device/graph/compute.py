@@ -34,8 +34,7 @@ import numpy as np
 
 from vkdiff.device import layouts, resources, watchdog
 from vkdiff.device.barriers import port_for
-from vkdiff.device.boundary import (DispatchError, DtypeMismatchError, EtVkRefusal, OutOfBoundsError, SyncHazardError,
-                                    gpu_call)
+from vkdiff.device.boundary import DispatchError, DtypeMismatchError, EtVkRefusal, OutOfBoundsError, SyncHazardError
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.dispatch import Batch
 from vkdiff.device.dispatch import dispatch as dispatch_pipeline
@@ -224,12 +223,12 @@ class ComputeGraph:
         self.hazard: SyncHazardError | None = None
         """Without ``--validate``, in whole-graph mode: the first hazard of the recorded stream, kept (not raised) so
         the replays show what the device makes of it (the caller reports it)."""
-        self.exact = exact and getattr(self.device, "transport", "wgpu") == "vulkan"
+        self.exact = exact and self.device.own_barriers
         """Record ET-VK's own barriers between dispatches instead of the transport's full ones (whole-graph mode on
-        raw Vulkan; wgpu always inserts its own)."""
-        self.alias = alias and getattr(self.device, "transport", "wgpu") == "vulkan"
-        """Tensors of one ``SharedObject`` are bound to one allocation (raw Vulkan; wgpu cannot alias resources, so
-        there each keeps its own storage)."""
+        a transport that runs only the barriers it is given; wgpu inserts its own)."""
+        self.alias = alias and self.device.aliases
+        """Tensors of one ``SharedObject`` are bound to one allocation (where the transport can alias resources;
+        through wgpu each keeps its own storage)."""
         self.shared: dict[int, list[Tensor]] = {}
         """Users of each shared object by index, in the order they were added."""
         self.shared_count = 0
@@ -315,7 +314,7 @@ class ComputeGraph:
         build, as ``ComputeGraph::prepack`` does once every node is added)."""
         for memory in sorted(self._unallocated):
             users = self.shared[memory]
-            resources.allocate_shared(self.device, users, f"shared object {memory} ({len(users)} users)")
+            self.device.allocate_shared(users, f"shared object {memory} ({len(users)} users)")
             self.guarded.extend(t for t in users if t.guard)
         self._unallocated.clear()
 
@@ -531,7 +530,7 @@ class ComputeGraph:
         try:
             for d in recorded:
                 watchdog.note_dispatch(d.shader)
-            gpu_call(DispatchError, f"resubmitting {len(recorded)} dispatches", self.device.queue.resubmit,
+            self.device.call(DispatchError, f"resubmitting {len(recorded)} dispatches", self.device.queue.resubmit,
                      self._recorded, "graph replay")
             self.check_guards()
         finally:

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.boundary import DeviceLimitError, DispatchError, gpu_call
+from vkdiff.device.boundary import DispatchError
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import DispatchRecord
 from vkdiff.device.launchers.permute import TREE
@@ -58,36 +58,15 @@ def encode_blit(graph: ComputeGraph, src: Tensor, dst: Tensor) -> None:
 
     Raises:
         ValueError: a buffer tensor (the C++ ``VK_CHECK_COND``).
-        DeviceLimitError: a blit wgpu cannot issue (format conversion or scaling).
+        DeviceLimitError: a blit the transport cannot issue (wgpu: a format conversion or scaling).
     """
     if src.spec.storage == "buffer" or dst.spec.storage == "buffer":
         raise EtVkRefusal("BlitNode: Only texture backed tensors are supported.")
     name = blit_name(src, dst)
-    if getattr(graph.device, "transport", "wgpu") == "vulkan":
-        def blit() -> None:
-            encoder = graph.device.create_command_encoder(label=name)
-            encoder.blit_texture(src.handle, dst.handle)
-            graph.device.queue.submit([encoder.finish()])
-
-        gpu_call(DispatchError, name, blit)
-        graph.dispatches.append(DispatchRecord(shader=f"blit:{name}", global_wg=tuple(src.allocated.extents),
-                                               local_wg=(1, 1, 1), spec={}, prepack=False, node=graph.node,
-                                               execution=graph.executions))
-        return
-    if src.spec.dtype != dst.spec.dtype or src.allocated.extents != dst.allocated.extents:
-        raise DeviceLimitError(f"{name}: wgpu has no vkCmdBlitImage; a blit that converts formats or scales "
-                               f"({src.spec.dtype} {src.allocated.extents} → {dst.spec.dtype} "
-                               f"{dst.allocated.extents}) cannot be issued through this transport")
-    extent = src.allocated.extents
-
-    def copy() -> None:
-        encoder = graph.device.create_command_encoder(label=name)
-        encoder.copy_texture_to_texture({"texture": src.handle}, {"texture": dst.handle}, extent)
-        graph.device.queue.submit([encoder.finish()])
-
-    gpu_call(DispatchError, name, copy)
-    graph.dispatches.append(DispatchRecord(shader=f"blit:{name}", global_wg=tuple(extent), local_wg=(1, 1, 1),
-                                           spec={}, prepack=False, node=graph.node, execution=graph.executions))
+    graph.device.call(DispatchError, name, graph.device.blit, src, dst, name)
+    graph.dispatches.append(DispatchRecord(shader=f"blit:{name}", global_wg=tuple(src.allocated.extents),
+                                           local_wg=(1, 1, 1), spec={}, prepack=False, node=graph.node,
+                                           execution=graph.executions))
 
 
 def add_blit_node(graph: ComputeGraph, x: Tensor, out: Tensor) -> None:
