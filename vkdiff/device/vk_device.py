@@ -3,8 +3,9 @@ and its buffers and images.
 
 ``VkDevice`` implements the transport interface (``vkdiff.device.transport``): the subset of wgpu's API the runtime
 calls (``create_buffer``, ``create_texture``, ``queue``, ``create_command_encoder``, ``create_bind_group``), and
-pipelines from ``create_pipeline`` with the module exactly as glslc built it (``vkdiff.device.vk_commands``). Every submission waits for its fence, so host
-writes and reads never race the device and a resource is never freed while in use.
+pipelines from ``create_pipeline`` with the module exactly as glslc built it (``vkdiff.device.vk_commands``). Every
+submission waits for its fence, so host writes and reads never race the device and a resource is never freed while
+in use.
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
     """
     from vkdiff.device.adapters import select
     from vkdiff.device.trees import choose_tree
-    from vkdiff.harness.check import run_cases
+    from vkdiff.harness.loop import run_cases
     from vkdiff.harness.runner import Runner
     from vkdiff.store import ResultStore
 

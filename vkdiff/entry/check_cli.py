@@ -126,7 +126,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, explain_no_tree, print_summary,
                                        report_line, resolve_inputs, run_exit_code, summarize, write_report)
     from vkdiff.entry.terminal import console as terminal_console
-    from vkdiff.harness.check import run_cases
+    from vkdiff.harness.loop import run_cases
     from vkdiff.harness.models import check_case
     from vkdiff.harness.programs import SubjectError
     from vkdiff.harness.runner import Runner

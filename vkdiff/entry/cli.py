@@ -318,39 +318,38 @@ def _models(args: argparse.Namespace) -> list:
 
 def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
             save_to: Path | None = None) -> list:
-    """Every case on its devices, each result appended and shown as it comes; stops early on a signal.
+    """Every case on its devices (``harness.loop.run_cases``), each result appended and shown as it comes; stops
+    early on a signal.
 
     With ``save_to``, each Vulkan model case's artifact is saved before its devices run."""
     from rich.progress import Progress
 
     from vkdiff.cases.kernels import KernelCase
     from vkdiff.datamodel import HOST
+    from vkdiff.harness.loop import run_cases
 
-    results = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("running", total=len(cases) * max(1, len(runner.slugs)) + len(models))
         runner.schedule(cases)
-        try:
-            for case in [*cases, *models]:
-                if interrupts.received:
-                    break
-                if save_to is not None and getattr(case, "partitioner", "").startswith("vulkan"):
-                    from vkdiff.harness.artifacts import save
 
-                    save(case, save_to)
-                for device in runner.devices_for(case):
-                    for result in runner.run(case, device):
-                        store.append(result)
-                        results.append(result)
-                        progress.advance(task, advance=int(result.device != HOST))
-                        for repair in runner.new_repairs():
-                            progress.console.print(repair.line(), markup=False, style="yellow")
-                        report_line(result, progress.console)
-                if not isinstance(case, KernelCase):
-                    progress.advance(task)
-        finally:
-            runner.close()
-    return results
+        def shown(result) -> None:
+            progress.advance(task, advance=int(result.device != HOST))
+            for repair in runner.new_repairs():
+                progress.console.print(repair.line(), markup=False, style="yellow")
+            report_line(result, progress.console)
+
+        def save(case) -> None:
+            if save_to is not None and getattr(case, "partitioner", "").startswith("vulkan"):
+                from vkdiff.harness.artifacts import save as save_artifacts
+
+                save_artifacts(case, save_to)
+
+        def advance(case) -> None:
+            if not isinstance(case, KernelCase):
+                progress.advance(task)
+
+        return run_cases([*cases, *models], (), runner, store, on_result=shown, stop=lambda: bool(interrupts.received),
+                         before=save, after=advance)
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -391,7 +390,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             tree = choose_tree(args.et_src).path
         except EtSourceError as exc:
             raise UsageError(str(exc)) from None
-    write_report([Path(p) for p in args.results], Path(args.output), terminal_console(stderr=True, soft_wrap=True), tree)
+    write_report([Path(p) for p in args.results], Path(args.output), terminal_console(stderr=True, soft_wrap=True),
+                 tree)
     return 0
 
 

@@ -1,0 +1,45 @@
+"""The one case × device loop: ``vkdiff run``, ``vkdiff check`` and ``vkdiff.check`` drive their cases through it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from vkdiff.datamodel import Result
+
+
+def run_cases(cases: Sequence, host: Sequence[Result], runner, store, *,
+              on_result: Callable[[Result], None] | None = None, stop: Callable[[], bool] = lambda: False,
+              wrap: Callable | None = None, before: Callable[[Any], None] | None = None,
+              after: Callable[[Any], None] | None = None) -> list[Result]:
+    """Append ``host`` and every device result of ``cases`` to ``store`` as they come (``on_result`` sees each).
+
+    ``stop`` ends the loop between results; ``wrap(fn, *args)`` runs each case on a device (the CLI keeps library
+    noise out); ``before(case)`` and ``after(case)`` run around each case's devices (saving artifacts, progress).
+    The runner is closed at the end, however the loop ends.
+    """
+    found: list[Result] = []
+
+    def keep(result: Result) -> None:
+        store.append(result)
+        found.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    for result in host:
+        keep(result)
+    try:
+        for case in cases:
+            if stop():
+                return found
+            if before is not None:
+                before(case)
+            for device in runner.devices_for(case):
+                if stop():
+                    return found
+                for result in (wrap or (lambda fn, *a: fn(*a)))(runner.run, case, device):
+                    keep(result)
+            if after is not None:
+                after(case)
+    finally:
+        runner.close()
+    return found
