@@ -15,7 +15,7 @@ from tests.testutils import coverage_gaps
 from vkdiff.cases.kernel_suites import linear_q8
 from vkdiff.cases.kernels import all_cases, below_bound, suite_of
 from vkdiff.device.graph.vtensor import TensorSpec
-from vkdiff.device.launchers.linear_qcsnw import can_use_tiled_impl, tile_rows
+from vkdiff.device.launchers.quantized_linear_qcsnw import can_use_tiled_impl, tile_rows
 from vkdiff.device.routing import profiles
 
 QCSNW = r"^(weight_int8pack_mm|linear_qcs4w)\["

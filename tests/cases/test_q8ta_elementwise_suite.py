@@ -17,11 +17,11 @@ from vkdiff.cases.kernels import all_cases, below_bound, suite_of
 from vkdiff.datamodel import schema_of
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph.vtensor import INT8X4, TensorSpec
-from vkdiff.device.launchers import block_config as bc
-from vkdiff.device.launchers import q8ta_binary, q8ta_qdq
+from vkdiff.device.launchers.utils import block_config as bc
+from vkdiff.device.launchers import q8ta_binary, quantize_dequantize
 from vkdiff.device.launchers.clone import clone_route
 from vkdiff.device.launchers.q8ta_pixel_shuffle import _check_tensors, passthrough
-from vkdiff.device.launchers.q8ta_qdq import _check_int8x4
+from vkdiff.device.launchers.quantize_dequantize import _check_int8x4
 from vkdiff.device.launchers.q8ta_unary import check_same_packing
 from vkdiff.harness.kernels import run_case
 from vkdiff.reference.q8ta_elementwise import q8ta_add_op
@@ -249,7 +249,7 @@ def test_case_passes_at_and_below_the_bound(et_ctx, case_id):
 @requires_tree
 @requires_vulkan
 @pytest.mark.parametrize("op_module, target, index", [(q8ta_binary, "add_q8ta_binary_node", 3),
-                                                      (q8ta_qdq, "add_q8ta_quantize_node", 3)])
+                                                      (quantize_dequantize, "add_q8ta_quantize_node", 3)])
 def test_a_zero_point_one_off_is_caught(et_ctx, monkeypatch, op_module, target, index):
     """Tampering: the launcher passes the shader a zero point one too high; the case fails on integer codes."""
     original = getattr(op_module, target)

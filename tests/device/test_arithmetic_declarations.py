@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vkdiff.datamodel import Arithmetic
-from vkdiff.device.launchers import arithmetic
+from vkdiff.device.launchers.utils import arithmetic
 from vkdiff.device.ports import stale_files
 
 

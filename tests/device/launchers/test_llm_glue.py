@@ -17,7 +17,7 @@ from vkdiff.device import resources
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import add_input_staging, read_nchw
 from vkdiff.device.launchers.embedding import embedding
-from vkdiff.device.launchers.prepack import prepack
+from vkdiff.device.launchers.staging import prepack
 from vkdiff.device.launchers.select import select_copy
 from vkdiff.device.launchers.slice import slice_copy
 from vkdiff.device.layouts import unwritten_mask

@@ -28,7 +28,7 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import INT8X4, TensorSpec
-from vkdiff.device.launchers.common import default_global_wg
+from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.permute import TREE
 from vkdiff.device.launchers.q8ta_clone import PORT as Q8TA_CLONE_PORT, add_q8ta_clone_node
 from vkdiff.device.launchers.registry import Port, register_op

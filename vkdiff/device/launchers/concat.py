@@ -26,7 +26,7 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import flip_and_unsqueeze
-from vkdiff.device.launchers.common import div_up
+from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

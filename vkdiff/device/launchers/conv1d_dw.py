@@ -20,8 +20,8 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.conv_utils import FLOAT_MAX, KERNEL_UTILS, ConvRouteError, calc_out_size, params, scalar_or
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.conv_utils import FLOAT_MAX, KERNEL_UTILS, ConvRouteError, calc_out_size, params, scalar_or
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -22,8 +22,8 @@ from typing import Callable
 
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.conv_utils import (Kernel2dParams, check_batch_1, check_conv_args, create_kernel2d_params,
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.conv_utils import (Kernel2dParams, check_batch_1, check_conv_args, create_kernel2d_params,
                                                 params, prepack_biases, prepack_node, staging_suffix)
 from vkdiff.device.launchers.registry import Port
 from vkdiff.device.resources import Tensor

@@ -31,8 +31,8 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size
-from vkdiff.device.launchers.conv_utils import (CONVOLUTION, KERNEL_UTILS, ConvRouteError, calc_out_sizes_hw,
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size
+from vkdiff.device.launchers.utils.conv_utils import (CONVOLUTION, KERNEL_UTILS, ConvRouteError, calc_out_sizes_hw,
                                                 check_conv_args, params, prepack_biases, prepack_node, staging_suffix)
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor

@@ -21,8 +21,8 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size
-from vkdiff.device.launchers.conv_utils import (check_batch_1, check_conv_args, params, prepack_biases, prepack_node,
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size
+from vkdiff.device.launchers.utils.conv_utils import (check_batch_1, check_conv_args, params, prepack_biases, prepack_node,
                                                 staging_suffix)
 from vkdiff.device.launchers.registry import Port
 from vkdiff.device.resources import Tensor

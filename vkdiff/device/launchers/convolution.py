@@ -49,8 +49,8 @@ from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers import conv1d_dw, conv1d_pw, conv2d_dw, conv2d_gemm, conv2d_pw
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.conv_utils import (CONVOLUTION, KERNEL_UTILS, PREPACK_NODE, ConvRouteError,
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.conv_utils import (CONVOLUTION, KERNEL_UTILS, PREPACK_NODE, ConvRouteError,
                                                 calc_out_size, calc_out_sizes_hw, check_batch_1, check_conv_args,
                                                 create_kernel2d_params, params, prepack_biases, prepack_node,
                                                 staging_suffix)

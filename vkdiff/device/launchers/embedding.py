@@ -45,7 +45,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.graph.vtensor import DEFAULT_AXIS_MAP
-from vkdiff.device.launchers.common import default_global_wg
+from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

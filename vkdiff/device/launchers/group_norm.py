@@ -26,7 +26,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard
-from vkdiff.device.launchers.common import default_global_wg, dtype_suffix
+from vkdiff.device.launchers.utils.common import default_global_wg, dtype_suffix
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

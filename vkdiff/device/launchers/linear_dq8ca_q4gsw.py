@@ -28,8 +28,8 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.choose_qparams import with_zp_suffix
-from vkdiff.device.launchers import arithmetic
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.utils import arithmetic
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear_q4gsw import add_linear_qw_node, linear_out_sizes, prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor

@@ -32,8 +32,8 @@ from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard, staging_buffer
-from vkdiff.device.launchers import arithmetic
-from vkdiff.device.launchers.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.utils import arithmetic
+from vkdiff.device.launchers.utils.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op, run_op
 from vkdiff.device.resources import Storage, Tensor
 

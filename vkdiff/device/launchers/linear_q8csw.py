@@ -37,10 +37,10 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.linear_q4gsw import linear_out_sizes
-from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
+from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for

@@ -32,7 +32,7 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, graph_input, prepack_standard
-from vkdiff.device.launchers.common import pick_hw_square_wg_size
+from vkdiff.device.launchers.utils.common import pick_hw_square_wg_size
 from vkdiff.device.launchers.linear import (MATMUL_PORT, PORTS as LINEAR_PORTS, add_linear_tiled_node, check_route,
                                             coopmat_not_ported, is_coopmat_eligible, prepack_fp_linear_weight,
                                             tiled_global_wg_size, tiled_kernel_base)

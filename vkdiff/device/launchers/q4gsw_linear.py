@@ -28,8 +28,8 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer, write_nchw
 from vkdiff.device.graph.compute import create_local_wg_size
-from vkdiff.device.launchers import arithmetic
-from vkdiff.device.launchers.common import div_up, val_at
+from vkdiff.device.launchers.utils import arithmetic
+from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -2,7 +2,7 @@
 
 Ported from ``runtime/graph/ops/impl/Q8taBinary.cpp`` (``q8ta_add`` → ``add_q8ta_binary_node``,
 ``resize_q8ta_binary_node``) and ``utils/TensorUtils.cpp`` (``calculate_broadcasted_output_size``), with
-``BlockConfig`` from ``Common.cpp`` (``launchers/block_config.py``):
+``BlockConfig`` from ``Common.cpp`` (``launchers/utils/block_config.py``):
 
 * checks: both inputs share the output's packed dim and its block size (``VK_CHECK_COND``, four of them); the
   three tensors may differ in layout within a group (the resnet/DeiT residual add reads ``4w4c`` + ``4c1w``);
@@ -24,8 +24,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers import block_config as bc
-from vkdiff.device.launchers.common import val_at
+from vkdiff.device.launchers.utils import block_config as bc
+from vkdiff.device.launchers.utils.common import val_at
 from vkdiff.device.launchers.q8ta_unary import check_same_packing
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor

@@ -1,7 +1,7 @@
 """``add_q8ta_clone_node``: an int8x4 buffer copied into another packed-int8 layout, block by block.
 
 Ported from ``runtime/graph/ops/impl/Q8taClone.cpp`` (``add_q8ta_clone_node``), with ``BlockConfig`` from
-``Common.cpp`` (``launchers/block_config.py``). No op registers this file: ``Clone.cpp``'s ``clone``
+``Common.cpp`` (``launchers/utils/block_config.py``). No op registers this file: ``Clone.cpp``'s ``clone``
 (``aten.clone.default``, ``launchers/clone.py``) calls it when both tensors are int8x4 (the layout pass inserts
 such clones, e.g. ``4h4w`` → ``4c1w`` before a residual ``q8ta_add``).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.vtensor import INT8X4
-from vkdiff.device.launchers import block_config as bc
+from vkdiff.device.launchers.utils import block_config as bc
 from vkdiff.device.ports import Port
 from vkdiff.device.resources import Tensor
 

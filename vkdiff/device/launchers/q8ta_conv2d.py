@@ -33,8 +33,8 @@ from typing import Any, Mapping
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers import q8ta_conv2d_im2col
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS,
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      conv_out_hw, conv_output_of, create_conv2d_params,
                                                      dot_product_kernel, prepack_qparams,

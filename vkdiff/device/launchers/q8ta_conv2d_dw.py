@@ -25,14 +25,14 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.device.graph import ComputeGraph, TensorRef
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.conv_utils import prepack_node
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.conv_utils import prepack_node
+from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      conv_out_hw, create_conv2d_params, dw_output_of,
                                                      prepack_qparams, qparams_block, resized, route_name, whc,
                                                      with_profile)
-from vkdiff.device.launchers.q8_weights import packed_weight_storage
+from vkdiff.device.launchers.utils.q8_weights import packed_weight_storage
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

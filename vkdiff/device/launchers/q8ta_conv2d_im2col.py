@@ -25,13 +25,13 @@ import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers import q8ta_conv2d_pw
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, QUANTIZED_LINEAR, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, QUANTIZED_LINEAR, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, checked, conv_out_hw,
                                                      conv_output_of, create_conv2d_params, packed_dim_info_ok,
                                                      prepack_qparams, route_name,
                                                      with_profile)
-from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
+from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -26,8 +26,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size
+from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2D, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check_int8x4_io, checked,
                                                      conv_output_of, dot_product_kernel, prepack_qparams,
                                                      prepack_quantized_conv2d_weight, qparams_block, resized,

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers.common import div_up
-from vkdiff.device.launchers.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS, TREE,
+from vkdiff.device.launchers.utils.common import div_up
+from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, Q8TA_CONV2D, SHARED_PORTS, TREE,
                                                      activation_type_from_string, check, check_int8x4_io, checked,
                                                      create_conv2d_params, dot_product_kernel, prepack_qparams,
                                                      prepack_quantized_conv2d_weight, qparams_block, resized,

@@ -25,7 +25,7 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.vtensor import INT8X4
-from vkdiff.device.launchers.common import div_up
+from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -1,7 +1,7 @@
 """Launcher for ``et_vk.q8ta_relu.default``: relu between two int8x4 buffers, requantized.
 
 Ported from ``runtime/graph/ops/impl/Q8taUnary.cpp`` (``q8ta_relu`` → ``add_q8ta_unary_node``,
-``resize_q8ta_unary_node``), with ``BlockConfig`` from ``Common.cpp`` (``launchers/block_config.py``):
+``resize_q8ta_unary_node``), with ``BlockConfig`` from ``Common.cpp`` (``launchers/utils/block_config.py``):
 
 * checks: input and output share the packed dim and its block size (``VK_CHECK_COND``); so ``4w`` / ``4h4w``
   (W, 4) and ``4c`` / ``4c1w`` / ``4w4c`` (C, 4) may be mixed within a group;
@@ -23,7 +23,7 @@ import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers import block_config as bc
+from vkdiff.device.launchers.utils import block_config as bc
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -47,11 +47,11 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
-from vkdiff.device.launchers.conv_utils import calc_out_size
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.utils.conv_utils import calc_out_size
 from vkdiff.device.launchers.linear import check_route
-from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
-from vkdiff.device.launchers.q8ta_conv_utils import GEOMETRY, Conv2DParams, conv2d_params
+from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_weight
+from vkdiff.device.launchers.utils.q8ta_conv_utils import GEOMETRY, Conv2DParams, conv2d_params
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Storage, Tensor
 from vkdiff.device.routing import route_for

@@ -56,14 +56,14 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.q8ta_conv2d import add_q8ta_conv2d_node
 from vkdiff.device.launchers.quantized_conv import (COMMON_PORT, CONVOLUTION_PORT, LINEAR_PORT, TREE, Conv2DParams,
                                                     conv_out_sizes, create_conv2d_params, prepack_bias, spec_constants)
-from vkdiff.device.launchers.q8_weights import prepack_quantized_linear_weight
+from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.q8ta_conv2d_dw import prepack_quantized_conv2d_dw_weight
-from vkdiff.device.launchers.q8ta_conv_utils import prepack_quantized_conv2d_weight
+from vkdiff.device.launchers.utils.q8ta_conv_utils import prepack_quantized_conv2d_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

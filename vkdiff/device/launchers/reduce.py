@@ -32,7 +32,7 @@ import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers.common import dtype_suffix
+from vkdiff.device.launchers.utils.common import dtype_suffix
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -41,7 +41,7 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.launchers.common import div_up, pick_hw_square_wg_size, val_at
+from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

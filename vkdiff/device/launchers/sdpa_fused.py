@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers.common import div_up
+from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.sdpa import (
     check_cond,

@@ -25,7 +25,7 @@ import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers.common import val_at
+from vkdiff.device.launchers.utils.common import val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.slice import TRANSFER_PORT, TREE, Scalar, add_transfer_copy_node
 from vkdiff.device.resources import Tensor

@@ -24,7 +24,7 @@ import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
-from vkdiff.device.launchers.common import dtype_suffix, val_at
+from vkdiff.device.launchers.utils.common import dtype_suffix, val_at
 from vkdiff.device.launchers.reduce import (check_axis, check_concat_dim, nchw_dim_to_whcn_dim, normalize,
                                             reduce_output)
 from vkdiff.device.launchers.registry import Port, register_op

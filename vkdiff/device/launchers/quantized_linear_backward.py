@@ -27,7 +27,7 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
-from vkdiff.device.launchers.common import div_up, val_at
+from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.q4gsw_linear import (
     prepack_q4_scales,
     prepack_q4_w_4x8_nc_buffer,

@@ -29,10 +29,10 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.graph.vtensor import INT8X4
-from vkdiff.device.launchers.common import div_up, dtype_suffix, val_at
-from vkdiff.device.launchers.conv_utils import KERNEL_UTILS, PREPACK_NODE, calc_out_size, calc_transpose_out_size
-from vkdiff.device.launchers.conv_utils import prepack_node
-from vkdiff.device.launchers.q8_weights import packed_weight_storage
+from vkdiff.device.launchers.utils.common import div_up, dtype_suffix, val_at
+from vkdiff.device.launchers.utils.conv_utils import KERNEL_UTILS, PREPACK_NODE, calc_out_size, calc_transpose_out_size
+from vkdiff.device.launchers.utils.conv_utils import prepack_node
+from vkdiff.device.launchers.utils.q8_weights import packed_weight_storage
 from vkdiff.device.launchers.registry import Port
 from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for

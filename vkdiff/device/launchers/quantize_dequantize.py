@@ -3,7 +3,7 @@
 Ported from ``runtime/graph/ops/impl/QuantizeDequantize.cpp`` (``quantize_per_tensor_impl``,
 ``dequantize_per_tensor_impl``) and ``Q8taQuantizeDequantize.cpp`` (``add_q8ta_quantize_node``,
 ``add_q8ta_dequantize_node``, ``resize_q8ta_qdq_node``), with ``BlockConfig`` from ``Common.cpp``
-(``launchers/block_config.py``):
+(``launchers/utils/block_config.py``):
 
 * checks: the int8 side is an int8x4 tensor (``VK_CHECK_COND(graph.dtype_of(...) == vkapi::kInt8x4)``);
   ``quant_min``, ``quant_max`` and ``dtype`` are read and ignored (the shaders clamp to [-128, 127]);
@@ -32,7 +32,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import INT8X4
-from vkdiff.device.launchers import block_config as bc
+from vkdiff.device.launchers.utils import block_config as bc
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

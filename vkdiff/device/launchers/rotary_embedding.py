@@ -50,7 +50,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, SymInt
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import DEFAULT_AXIS_MAP
-from vkdiff.device.launchers.common import div_up, val_at
+from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

@@ -9,7 +9,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import staging_buffer
-from vkdiff.device.launchers.common import div_up
+from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.resources import Storage, Tensor
 
 
