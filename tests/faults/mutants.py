@@ -8,8 +8,8 @@ import struct
 from typing import Any, Iterator
 
 BOUNDARY_WORDS = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF)
-ODD_VALUES = (None, True, -1, 0, 2**31, 2**63, -2**63, 1e308, float("nan"), "", "x" * 300, "\x1b[2J", [], {},
-              [[[]]], {"kind": "Tensor"}, "0", 3.5)
+ODD_VALUES = (None, True, -1, 0, 2**31, 2**63, -2**63, 1e308, float("nan"), "", "x" * 300, "\x1b[2J", "a\x00b",
+              "../../../etc/passwd", [], {}, [[[]]], {"kind": "Tensor"}, "0", 3.5)
 """What a mutated JSON field becomes: wrong types, boundaries, a terminal escape, empty and nested containers."""
 
 

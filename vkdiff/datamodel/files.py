@@ -27,8 +27,8 @@ def read_regular(path: str | os.PathLike, what: str, *, budget: int | None = Non
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise NotRegularError(f"{what}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise NotRegularError(f"{what}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

@@ -134,7 +134,10 @@ def _read(folder: Path, case_id: str, files: dict[str, Any], role: str) -> bytes
     if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
         raise ArtifactError(f"{what}: the manifest names no {role} file; save the artifacts again")
     name, digest = entry
-    path = (folder / name).resolve()
+    try:
+        path = (folder / name).resolve()
+    except (OSError, ValueError):  # a NUL byte, a loop of links
+        raise ArtifactError(f"{what}: {one_line(repr(name), 80)} is not a file name") from None
     if folder.resolve() not in path.parents:
         raise ArtifactError(f"{what}: {one_line(name, 80)} is outside the folder")
     data = _regular(path, f"{what}: {one_line(name, 80)}", host_budget() // (JSON_SHARE if role == "document" else 1))
