@@ -23,6 +23,9 @@ CRASH_FLAG = "crash"
 """Flag of the record a pytest controller writes for an item whose worker died."""
 HANG_FLAG = "hang"
 """Flag of an ``ERROR``: a wait on the device outlasted ``--timeout`` (``vkdiff.executors.isolate``)."""
+BARE_COLUMN = "wgpu"
+"""The transport whose results keep the bare device slug as their column (the default one; results written before
+transports were recorded are its)."""
 DEVICE_LOST_FLAG = "device-lost"
 """Flag of an ``ERROR``: the device was lost, or its worker process died; the next case gets a fresh device."""
 
@@ -101,8 +104,9 @@ class Result:
     def column(self) -> str:
         """The device as merges and reports tell runs apart: its slug, with ``+vulkan`` when the raw Vulkan transport
         reached it (so one device through both transports is two columns: the cross-transport differential)."""
-        transport = (self.device_info or {}).get("transport", "wgpu") if isinstance(self.device_info, dict) else "wgpu"
-        return self.device if transport == "wgpu" or not self.device else f"{self.device}+{transport}"
+        transport = (self.device_info or {}).get("transport", BARE_COLUMN) if isinstance(self.device_info, dict) \
+            else BARE_COLUMN
+        return self.device if transport == BARE_COLUMN or not self.device else f"{self.device}+{transport}"
 
     @property
     def key(self) -> tuple[str, str, str, str]:

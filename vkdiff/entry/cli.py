@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    apply_device_options(getattr(args, "transport", None) if args.command != "devices" else None,
+    apply_device_options(vars(args).get("transport") if args.command != "devices" else None,
                          getattr(args, "validate", None), getattr(args, "mode", None), getattr(args, "replays", 0),
                          getattr(args, "local_wg", None))
     try:
@@ -185,12 +185,14 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
+    """``vkdiff devices``: adapters as wgpu lists them, or (``--transport vulkan``) each device's own features."""
+    return {"vulkan": lambda: _raw_devices(args.json)}.get(args.transport, lambda: _wgpu_devices(args))()
+
+
+def _wgpu_devices(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from vkdiff.device.adapters import enumerate_adapters
-
-    if args.transport == "vulkan":
-        return _raw_devices(args.json)
 
     infos = [info for info, _ in enumerate_adapters(None if args.all_backends else "Vulkan")]
     if args.json:
