@@ -242,7 +242,7 @@ REFUSALS = [
 def test_the_cpps_checks_refuse(et_ctx, case_id, change, layout, check):
     """Layouts the C++ refuses, a depthwise conv whose groups are not its channels, a dilated transposed conv and
     im2col with channels per group off 4 raise the ``VK_CHECK_COND`` text."""
-    from vkdiff.device.launchers import run_op
+    from vkdiff.executors.op_graph import run_op
     from vkdiff.device.launchers.utils.q8ta_conv_utils import Q8taConvRefusal
 
     (case,) = [c for c in _cases() if c.id == case_id]

@@ -9,7 +9,7 @@ from tests.testutils import first_adapter, requires_tree, requires_vulkan
 from vkdiff.datamodel import Status
 from vkdiff.device import limits
 from vkdiff.device.boundary import DeviceLimitError
-from vkdiff.device.launchers import run_op
+from vkdiff.executors.op_graph import run_op
 from vkdiff.verdicts.statuses import status_of_exception
 
 

@@ -10,7 +10,7 @@ from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases, below_bound
 from vkdiff.datamodel import Status
 from vkdiff.device.launchers import unary_op
-from vkdiff.device.launchers.registry import OpGraph, ResizeError
+from vkdiff.executors.op_graph import OpGraph, ResizeError
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]

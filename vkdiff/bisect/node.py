@@ -7,7 +7,7 @@ against the reference interpreter's whole-chain value is reported beside it. The
 bad node's arguments (the device's own input values and the delegate's constants, by
 schema name), its device output and the expected output are saved to
 ``DIR/node-<index>.npz`` with ``node-<index>.json`` describing the node, its dispatches and
-tolerance: enough to rerun it as a one-op kernel (``vkdiff.device.launchers.run_op``).
+tolerance: enough to rerun it as a one-op kernel (``vkdiff.executors.op_graph.run_op``).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class DispatchError(DeviceError):
 
 class BindingKindError(DispatchError):
     """A buffer bound where the shader declares an image, or the reverse: a launcher bug, unless the tree's own C++
-    binds it so (``OpGraph`` then reports ET-VK's invalid usage as ``FAIL_CHECK``)."""
+    binds it so (the one-op graph then reports ET-VK's invalid usage as ``FAIL_CHECK``)."""
 
 
 class OutOfBoundsError(DeviceError):

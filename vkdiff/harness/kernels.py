@@ -28,7 +28,7 @@ from vkdiff.cases.kernels import KernelCase, below_bound, suite_of
 from vkdiff.device.boundary import is_device_lost
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import Launch
-from vkdiff.device.launchers.registry import OpGraph, ResizeError
+from vkdiff.executors.op_graph import OpGraph, ResizeError
 from vkdiff.device.layouts import unwritten_mask
 from vkdiff.verdicts.compare import Emulated, ErrorStatistics
 from vkdiff.verdicts.program import PORT_STALE_FLAG

@@ -13,8 +13,9 @@ from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Status
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
-from vkdiff.device.launchers.embedding_q4gsw import embedding_q4gsw, embedding_q4gsw_impl
+from vkdiff.device.launchers.embedding_q4gsw import OP, embedding_q4gsw_impl
 from vkdiff.device.launchers.linear_q4gsw import quantized_linear_impl
+from vkdiff.executors.op_graph import run_op
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]
@@ -46,11 +47,12 @@ def test_wrong_nibble_convention_fails(et_ctx, monkeypatch):
     assert result.status == Status.FAIL_NUMERIC.name and result.metrics["sqnr_db"] < 10
 
 
-def test_numpy_wrapper(et_ctx, rng):
+def test_run_op_on_numpy_arguments(et_ctx, rng):
     table = rng.integers(0, 256, (40, 32), dtype=np.uint8)
     scales = rng.uniform(0.5, 1.5, (40, 2)).astype(np.float32)
     indices = np.array([[0, 39, 7, 7, 12]], np.int32)
-    launch = embedding_q4gsw(et_ctx, table, scales, 32, indices, io_storage="buffer")
+    args = dict(weight=table, weight_scales=scales, group_size=32, indices=indices, is_linear_weight=False)
+    launch = run_op(et_ctx, OP, args, storage="buffer", dtype=np.float32)
     expected = reference.embedding_q4gsw(indices.astype(np.int64), table, scales, 32, False)
     np.testing.assert_allclose(launch.output, expected, rtol=1e-6)
     assert launch.unwritten == 0 and launch.variant == "embedding_q4gsw_float_scales_buffer_float"

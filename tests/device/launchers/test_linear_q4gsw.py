@@ -15,7 +15,8 @@ from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
-from vkdiff.device.launchers.linear_q4gsw import OP, linear_q4gsw, quantized_linear_impl
+from vkdiff.device.launchers.linear_q4gsw import OP, quantized_linear_impl
+from vkdiff.executors.op_graph import run_op
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]
@@ -104,9 +105,9 @@ def test_repeat_runs_are_deterministic(et_ctx):
 
 
 def test_numpy_wrapper_matches_the_generic_runner(et_ctx):
-    """``linear_q4gsw(ctx, ...)`` is the same graph as ``run_op``: identical bits."""
+    """``run_op`` of the ``QuantizedLinear.cpp`` port on the case's arguments is the case's own launch: identical bits."""
     prepared = kernels.prepare_case(CASE)
-    direct = linear_q4gsw(et_ctx, **prepared.args, io_storage="buffer")
+    direct = run_op(et_ctx, OP, prepared.args, storage="buffer", impl="QuantizedLinear.cpp")
     generic = kernels.launch(et_ctx, CASE, prepared)
     np.testing.assert_array_equal(direct.output, generic.output)
     assert direct.variant == generic.variant == "linear_q4gsw_tiled_buffer_texture2d_float"

@@ -12,7 +12,7 @@ from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Status
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import add_input_staging, read_nchw
-from vkdiff.device.launchers import run_op
+from vkdiff.executors.op_graph import run_op
 from vkdiff.device.launchers.rms_norm import rms_norm
 from vkdiff.device.launchers.rotary_embedding import apply_rotary_emb, apply_rotary_emb_hf
 from vkdiff.device.layouts import unwritten_mask

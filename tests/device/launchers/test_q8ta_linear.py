@@ -17,7 +17,7 @@ from vkdiff.device import resources
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.launchers import q8ta_linear
-from vkdiff.device.launchers.registry import OpGraph
+from vkdiff.executors.op_graph import OpGraph
 from vkdiff.harness import kernels
 from vkdiff.reference import packing
 

@@ -13,7 +13,7 @@ from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernel_suites import sdpa
 from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Status
-from vkdiff.device.launchers.registry import OpGraph
+from vkdiff.executors.op_graph import OpGraph
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]

@@ -3,7 +3,7 @@
 import importlib
 import pkgutil
 
-from vkdiff.device.launchers.registry import LAUNCHERS, Launcher, NoLauncherError, Port, launcher_for, register_op, run_op
+from vkdiff.device.launchers.registry import LAUNCHERS, Launcher, NoLauncherError, Port, launcher_for, register_op
 
 SHARED_MODULES = frozenset({"registry", "common", "arithmetic"})
 """Modules of this package that hold no launcher."""
@@ -12,4 +12,4 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name not in SHARED_MODULES:
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["LAUNCHERS", "Launcher", "NoLauncherError", "Port", "launcher_for", "register_op", "run_op"]
+__all__ = ["LAUNCHERS", "Launcher", "NoLauncherError", "Port", "launcher_for", "register_op"]

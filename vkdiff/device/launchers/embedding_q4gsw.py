@@ -23,13 +23,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.context import DeviceContext
-from vkdiff.device.graph import ComputeGraph, Launch
+from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.utils.common import dtype_suffix
 from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
-from vkdiff.device.launchers.registry import Port, register_op, run_op
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.launchers.registry import Port, register_op
+from vkdiff.device.resources import Tensor
 
 OP = "et_vk.embedding_q4gsw.default"
 
@@ -92,30 +91,3 @@ def embedding_q4gsw_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Tens
               else prepack_standard(graph, args["weight"], "buffer", "width"))
     scales = prepack_standard(graph, args["weight_scales"], "buffer", "width")
     add_embedding_q4gsw_node(graph, out, args["indices"], weight, scales, int(args["group_size"]), is_linear_weight)
-
-
-def embedding_q4gsw(ctx: DeviceContext, weight: np.ndarray, weight_scales: np.ndarray, group_size: int,
-                    indices: np.ndarray, is_linear_weight: bool = False, *, io_storage: Storage = "texture3d",
-                    dtype: Any = np.float32) -> Launch:
-    """Gather rows of a 4-bit group-quantized table with ET-VK's real embedding_q4gsw shaders.
-
-    Args:
-        ctx (DeviceContext): device and shader tree to run on.
-        weight (np.ndarray): ``uint8 [V, D/2]`` in embedding (or, with ``is_linear_weight``, linear) nibble order.
-        weight_scales (np.ndarray): ``[V, D/gs]``, float32 or float16 (float16 picks the half-scales variant).
-        group_size (int): quantization group size along D.
-        indices (np.ndarray): int32 indices, e.g. ``[1, T]``.
-        is_linear_weight (bool): the table is a tied linear weight (``linear_q4gsw``'s packing).
-        io_storage (str): storage of indices and output (``buffer`` or ``texture3d``).
-        dtype: output dtype (float32 or float16).
-
-    Returns:
-        Launch: the ``indices.shape + [D]`` output, the variant, the unwritten count.
-
-    Example::
-
-        launch = embedding_q4gsw(ctx, table, scales, 32, np.array([[3, 1, 4]], np.int32), io_storage="buffer")
-    """
-    args = dict(weight=weight, weight_scales=weight_scales, group_size=group_size,
-                indices=np.ascontiguousarray(indices, dtype=np.int32), is_linear_weight=is_linear_weight)
-    return run_op(ctx, OP, args, storage=io_storage, dtype=dtype)

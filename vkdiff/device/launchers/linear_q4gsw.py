@@ -29,12 +29,12 @@ import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.context import DeviceContext
-from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
+from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard, staging_buffer
 from vkdiff.device.launchers.utils import arithmetic
 from vkdiff.device.launchers.utils.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
-from vkdiff.device.launchers.registry import Port, register_op, run_op
+from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Storage, Tensor
 
 OP = "et_vk.linear_q4gsw.default"
@@ -160,34 +160,3 @@ def quantized_linear_impl(graph: ComputeGraph, args: Mapping[str, Any], out: Ten
     bias = (prepack_standard(graph, bias_ref, "buffer", "width") if bias_ref is not None
             else graph.add_tensor((), out.dtype.name, "buffer", "width", temporary=True, label="dummy_bias"))
     add_linear_qw_node(graph, out, x, packed, scales, bias, group_size, apply_bias=bias_ref is not None)
-
-
-def linear_q4gsw(ctx: DeviceContext, self: np.ndarray, weights: np.ndarray, weight_scales: np.ndarray,
-                 group_size: int, bias: np.ndarray | None = None, *, io_storage: Storage = "texture3d",
-                 weight_storage: Storage | None = None) -> Launch:
-    """Compute ``out = x @ dequant(w).T + bias`` with ``QuantizedLinear.cpp``'s linear_q4gsw tiled/coop shaders.
-
-    Args:
-        ctx (DeviceContext): device and shader tree to run on.
-        self (np.ndarray): activations ``[M, K]``, float32 or float16 (the dtype picks the variant).
-        weights (np.ndarray): ``uint8 [N, K/2]``, byte = ``(odd + 8) << 4 | (even + 8)``.
-        weight_scales (np.ndarray): ``[K/gs, N4*4]`` in ET-VK's transposed layout, width padded to 4.
-        group_size (int): quantization group size along K.
-        bias (np.ndarray | None): ``[N]`` or None.
-        io_storage (str): ``"buffer"`` or ``"texture3d"`` for input and output.
-        weight_storage (str | None): storage of the repacked weight; None applies ET-VK's rule.
-
-    Returns:
-        Launch: the ``[M, N]`` output in ``self``'s dtype, the variant, the unwritten count.
-
-    Raises:
-        VariantMissingError: the tree lacks the variant this dispatch needs.
-        BuildError, ShaderLoadError, DeviceLimitError, DispatchError: see ``vkdiff.device``.
-
-    Example::
-
-        launch = linear_q4gsw(ctx, x, w_packed, scales_t, 32, io_storage="buffer")
-        assert launch.unwritten == 0
-    """
-    args = dict(self=self, weights=weights, weight_scales=weight_scales, group_size=group_size, bias=bias)
-    return run_op(ctx, OP, args, storage=io_storage, weight_storage=weight_storage, impl="QuantizedLinear.cpp")
