@@ -81,7 +81,8 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
     from vkdiff.device.context import DeviceContext
     from vkdiff.device.routing import route_for
     from vkdiff.datamodel import Result, versions
-    from vkdiff.harness.device_models import judge
+    from vkdiff.executors.program_runs import run_program
+    from vkdiff.verdicts.program_runs import judge_program
     from vkdiff.verdicts.statuses import status_of_exception
     from vkdiff.store import ResultStore
 
@@ -93,17 +94,17 @@ def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | N
             ctx = DeviceContext(info, adapter, ShaderBuilder(et_src), limits_profile)
             chosen = route_for(route, ctx.info)
             start = time.perf_counter()
-            try:
-                status, fields = judge(model, ctx, chosen, et_src)
-            except Exception as exc:
-                status, reason = status_of_exception(exc)
+            ran = run_program(model, ctx, chosen, tree=et_src)
+            if ran.error is not None:
+                status, reason = status_of_exception(ran.error)
                 print(f"{model.case_id:44s} {info.slug:14s} {status.name:14s} {reason[:80]}")
                 continue
+            status, fields = judge_program(model, ran)
             cold = time.perf_counter() - start
             warm, runs, host = [], [], []
             for _ in range(repeat):
                 tick = time.perf_counter()
-                _, again = judge(model, ctx, chosen, et_src)
+                _, again = judge_program(model, run_program(model, ctx, chosen, tree=et_src))
                 warm.append(time.perf_counter() - tick)
                 runs.append(again["metrics"]["seconds_device_run"])
                 host.append(again["metrics"]["host_ms_per_node"])

@@ -19,7 +19,7 @@ from vkdiff.cases.kernels import all_cases
 from vkdiff.cases.sampling import sampled
 from vkdiff.device.adapters import select
 from vkdiff.device.trees import choose_tree
-from vkdiff.harness import kernels
+from vkdiff.executors import references
 from vkdiff.harness.runner import Runner
 
 
@@ -36,12 +36,12 @@ def main() -> None:
     slug = runner.slugs[0]
     runner.run(cases[0], slug)  # device and pipelines up before timing
     runner.schedule(cases)
-    kernels.OVERLAP.__init__()
+    references.OVERLAP.__init__()
     start = time.perf_counter()
     seconds = [result.seconds for case in cases for result in runner.run(case, slug)]
     wall = time.perf_counter() - start
     runner.close()
-    o = kernels.OVERLAP
+    o = references.OVERLAP
     print(f"{len(cases)} kernel cases on {slug}: wall {wall:.1f} s; references computed {o.preparing:.1f} s on the "
           f"preparation thread ({o.prepared} data ids); device loop waited {o.waited:.2f} s for references "
           f"({100 * o.waited / wall:.1f}% of the wall time); median verdict {1000 * statistics.median(seconds):.1f} ms")

@@ -36,6 +36,7 @@ from vkdiff.device.adapters import select
 from vkdiff.device.build import ShaderBuilder
 from vkdiff.device.context import DeviceContext
 from vkdiff.device.trees import resolve_et_src
+from vkdiff.executors import references
 from vkdiff.harness import kernels
 from vkdiff.datamodel import CACHE_ENV
 
@@ -86,17 +87,17 @@ def instrumented() -> Iterator[tuple[Clock, Clock]]:
         DeviceContext.kernel = kernel
 
 
-def prepared_all(cases: list[KernelCase]) -> tuple[dict[str, kernels.Prepared], float, float]:
+def prepared_all(cases: list[KernelCase]) -> tuple[dict[str, references.Prepared], float, float]:
     """References of every data id, with (wall, CPU) seconds."""
     wall, cpu = time.perf_counter(), time.process_time()
-    out: dict[str, kernels.Prepared] = {}
+    out: dict[str, references.Prepared] = {}
     for case in cases:
         if case.data_id not in out:
-            out[case.data_id] = kernels.prepare_case(case)
+            out[case.data_id] = references.prepare_case(case)
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def device_pass(ctx: DeviceContext, cases: list[KernelCase], prepared: dict[str, kernels.Prepared]):
+def device_pass(ctx: DeviceContext, cases: list[KernelCase], prepared: dict[str, references.Prepared]):
     """(wall, device work, build + pipelines, statuses) of running every case with references given."""
     statuses: dict[str, int] = {}
     with instrumented() as (device, build):
@@ -136,9 +137,9 @@ def main() -> None:
     print(f"{len(cases)} cases on {info.slug} ({info.driver}); cache {os.environ[CACHE_ENV]}")
 
     prepared, wall, cpu = prepared_all(cases)
-    kernels.PREPARE_BLAS_THREADS = None
+    references.PREPARE_BLAS_THREADS = None
     _, wall_free, cpu_free = prepared_all(cases)
-    kernels.PREPARE_BLAS_THREADS = 1
+    references.PREPARE_BLAS_THREADS = 1
     print(f"prepare ({len(prepared)} data ids): BLAS capped to 1 thread {wall:6.2f} s wall, {cpu:6.2f} s CPU; "
           f"uncapped {wall_free:6.2f} s wall, {cpu_free:6.2f} s CPU")
 

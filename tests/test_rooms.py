@@ -29,7 +29,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "reports": frozenset({"reports", "datamodel", "store"}),
     "program": frozenset({"program", "datamodel"}),
     "lowering": frozenset({"lowering", "program", "cases", "datamodel", "capture"}),
-    "executors": frozenset({"executors", "program", "device", "reference", "datamodel", "capture"}),
+    "executors": frozenset({"executors", "program", "cases", "device", "reference", "datamodel", "capture"}),
     "verdicts": frozenset({"verdicts", "executors", "program", "device", "fusions", "reference", "datamodel"}),
     "harness": frozenset({"harness", "verdicts", "executors", "lowering", "program", "cases", "reference", "fusions",
                           "device", "datamodel", "store", "reports", "capture"}),

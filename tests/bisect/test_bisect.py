@@ -12,7 +12,7 @@ from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.bisect import bisect_node
 from vkdiff.cases.catalog import all_model_cases
 from vkdiff.entry import cli
-from vkdiff.harness import kernels
+from vkdiff.executors import kernel as executor
 
 pytestmark = [requires_vulkan, requires_tree]
 
@@ -49,7 +49,7 @@ PLANTED = {
 
 @pytest.mark.parametrize("case_id", PLANTED)
 def test_bisect_knob_reduces_a_failure_behind_two_knobs_to_exactly_those(case_id, et_tree, capsys, monkeypatch):
-    real, faulty = kernels.build, PLANTED[case_id][0]
+    real, faulty = executor.build, PLANTED[case_id][0]
 
     def build(ctx, case, prepared):
         graph = real(ctx, case, prepared)
@@ -64,7 +64,7 @@ def test_bisect_knob_reduces_a_failure_behind_two_knobs_to_exactly_those(case_id
         graph.launch = faulty_launch
         return graph
 
-    monkeypatch.setattr(kernels, "build", build)
+    monkeypatch.setattr(executor, "build", build)
     code = cli.main(["bisect", "knob", case_id, "--et-src", str(et_tree)])
     out = capsys.readouterr().out
     assert code == 1

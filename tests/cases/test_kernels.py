@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from vkdiff.cases.kernels import all_cases
-from vkdiff.harness.kernels import prepare_case
+from vkdiff.executors.references import prepare_case
 
 SWEEP = all_cases(r"^linear_q4gsw\[")
 

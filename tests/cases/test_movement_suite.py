@@ -19,7 +19,9 @@ from vkdiff.device.launchers.pad import create_pad_per_dim, padded_sizes
 from vkdiff.device.launchers.permute import pack_into_int32, permuted_sizes, whcn_permute_dims
 from vkdiff.device.launchers.squeeze import resize_squeeze_node, squeeze_permutation
 from vkdiff.device.launchers.unsqueeze import unsqueeze_permutation
-from vkdiff.harness.kernels import launch, prepare_case, run_case
+from vkdiff.harness.kernels import run_case
+from vkdiff.executors.references import prepare_case
+from vkdiff.executors.kernel import launch
 
 FILES = ("Permute", "Clone", "ToCopy", "View", "Squeeze", "Unsqueeze", "Select", "Slice", "Expand", "Repeat", "Flip",
          "Pad", "ScalarTensor")
@@ -161,7 +163,9 @@ def test_routes_dispatch_their_shader_and_match_bit_for_bit(et_ctx, case_id, var
 
 def test_a_copy_that_loses_the_sign_of_zero_fails(et_ctx):
     """Tampering: the device's output with -0.0 written as +0.0 is a FAIL under the exact verdict."""
-    from vkdiff.harness.kernels import Prepared, record_launch
+    from vkdiff.executors.kernel import checked
+    from vkdiff.verdicts.kernels import record_launch
+    from vkdiff.executors.references import Prepared
     from vkdiff.datamodel import Result
 
     case = next(iter(all_cases(r"^clone\[C3-H5-W6-fp16-texture3d-outchannels-special\]$")))
@@ -169,6 +173,6 @@ def test_a_copy_that_loses_the_sign_of_zero_fails(et_ctx):
     launched = launch(et_ctx, case, prepared)
     launched.output = np.where(launched.output == 0, np.float16(0.0), launched.output)
     result = Result(case=case.id, op=case.op, variant=case.variant, knobs={}, shape={}, device="x", status="ERROR")
-    record_launch(result, launched, Prepared(args=prepared.args, expected=prepared.expected, magnitude=None,
-                                             tolerance=prepared.tolerance))
+    record_launch(result, checked(case.op, launched, Prepared(args=prepared.args, expected=prepared.expected,
+                                                              magnitude=None, tolerance=prepared.tolerance)))
     assert result.status == "FAIL_NUMERIC"

@@ -115,7 +115,7 @@ def test_zero_points_at_both_int8_extremes_reach_every_op():
 
 
 def test_saturating_scales_pin_most_codes():
-    from vkdiff.harness.kernels import prepare_case
+    from vkdiff.executors.references import prepare_case
 
     for name in ("quantize_per_tensor", "q8ta_relu", "q8ta_add", "q8ta_pixel_shuffle"):
         sat = [c for c in _cases(name) if c.has("sat")]
@@ -277,7 +277,8 @@ def test_a_zero_point_one_off_is_caught(et_ctx, monkeypatch, op_module, target, 
 @requires_vulkan
 def test_the_add_shader_computes_as_if_alpha_were_one(et_ctx):
     """The finding's cause: with alpha 0.5 the device returns exactly the codes of alpha 1."""
-    from vkdiff.harness.kernels import launch, prepare_case
+    from vkdiff.executors.references import prepare_case
+    from vkdiff.executors.kernel import launch
 
     case = _case("q8ta_add[N2-C5-H3-W7-int8-buffer-int8x4_4w4c-mid-alpha0.5]")
     prepared = prepare_case(case)

@@ -14,6 +14,7 @@ from vkdiff.cases.kernel_suites import q8ta_linear as suite
 from vkdiff.cases.kernels import all_cases, below_bound, load_suites
 from vkdiff.datamodel import schema_of
 from vkdiff.device.launchers import LAUNCHERS
+from vkdiff.executors import references
 from vkdiff.harness import kernels
 from vkdiff.verdicts import expectations
 
@@ -32,7 +33,7 @@ def _args(case_id: str) -> dict:
 
 
 def _expected(case_id: str) -> np.ndarray:
-    return kernels.prepare_case(_case(case_id)).expected
+    return references.prepare_case(_case(case_id)).expected
 
 
 def test_both_ops_are_registered_upstream_and_covered(et_tree):

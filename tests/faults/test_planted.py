@@ -12,7 +12,9 @@ import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases
-from vkdiff.harness import kernels, planted
+from vkdiff.executors import kernel as executor
+from vkdiff.executors import references
+from vkdiff.harness import planted
 
 CASES = [
     r"linear_q4gsw[M1-K256-N40-g32-{dtype}-buffer]",
@@ -38,8 +40,8 @@ def _case(pattern: str, dtype: str):
 @pytest.mark.parametrize("pattern", CASES)
 def test_every_planted_fault_is_caught_and_the_clean_run_passes(et_ctx, pattern, dtype):
     case = _case(pattern, dtype)
-    clean = kernels.prepare_case(case)
-    launched = kernels.launch(et_ctx, case, clean)
+    clean = references.prepare_case(case)
+    launched = executor.launch(et_ctx, case, clean)
     statuses = planted.judge(case, et_ctx.info.slug, launched, clean)
     assert statuses["tolerance"] == statuses["arithmetic"] == "PASS"
     if "unmodelled" in statuses:
@@ -56,8 +58,8 @@ def test_every_planted_fault_is_caught_and_the_clean_run_passes(et_ctx, pattern,
 def test_the_tolerance_policy_alone_misses_float16_codes_the_arithmetic_check_catches(et_ctx):
     """Why the check exists: on float16 accumulation most single-code faults hide in the noise bound."""
     case = _case(CASES[1], "fp16")
-    clean = kernels.prepare_case(case)
-    if "unmodelled" in planted.judge(case, et_ctx.info.slug, kernels.launch(et_ctx, case, clean), clean):
+    clean = references.prepare_case(case)
+    if "unmodelled" in planted.judge(case, et_ctx.info.slug, executor.launch(et_ctx, case, clean), clean):
         pytest.skip(f"NOT_RUN: {et_ctx.info.slug} computes float16 in another order than the tiled linear declares")
     trials = [planted.run_trial(et_ctx, case, clean, "code", t) for t in range(CODE_TRIALS)]
     assert all(t.caught("arithmetic") for t in trials)
@@ -66,7 +68,7 @@ def test_the_tolerance_policy_alone_misses_float16_codes_the_arithmetic_check_ca
 
 def test_planters_change_one_thing_and_leave_the_arguments_untouched():
     case = _case(CASES[4], "fp16")
-    args = kernels.prepare_case(case).args
+    args = references.prepare_case(case).args
     before = {k: np.copy(v) for k, v in args.items() if isinstance(v, np.ndarray)}
     rng = np.random.default_rng(3)
     code = planted.plant(case.op, args, "code", rng)

@@ -11,6 +11,8 @@ from vkdiff.cases.kernels import all_cases, below_bound
 from vkdiff.datamodel import Status
 from vkdiff.device.launchers import unary_op
 from vkdiff.executors.op_graph import OpGraph, ResizeError
+from vkdiff.executors import references
+from vkdiff.executors import kernel as executor
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]
@@ -58,8 +60,8 @@ def _without_resize(monkeypatch):
 def test_a_port_without_its_resize_function_passes_at_the_bound_and_fails_below_it(et_ctx, monkeypatch, case_id):
     _without_resize(monkeypatch)
     case = _case(case_id)
-    at_bound = kernels.launch(et_ctx, case, kernels.prepare_case(case))
-    np.testing.assert_allclose(at_bound.output, kernels.prepare_case(case).expected, rtol=1e-3)
+    at_bound = executor.launch(et_ctx, case, references.prepare_case(case))
+    np.testing.assert_allclose(at_bound.output, references.prepare_case(case).expected, rtol=1e-3)
     result = kernels.run_case(et_ctx, case)
     assert result.status == Status.FAIL_CHECK.name
     assert result.reason.startswith(f"below the bound: {below_bound(case)[0].id} on the graph built for {case.id}")
@@ -69,13 +71,13 @@ def test_a_port_without_its_resize_function_passes_at_the_bound_and_fails_below_
 
 def test_a_smaller_run_may_not_change_what_the_graph_fixed(et_ctx):
     case = _case("relu[C3-H5-W6-fp32-buffer]")
-    graph = OpGraph(et_ctx, case.op, kernels.prepare_case(case).args, storage="buffer")
+    graph = OpGraph(et_ctx, case.op, references.prepare_case(case).args, storage="buffer")
     with pytest.raises(ResizeError, match="input self of sizes \\[4, 5, 6\\] does not fit the graph's \\[3, 5, 6\\]"):
         graph.resize({"self": np.ones((4, 5, 6), np.float32)})
     clamp = _case("clamp[C3-H5-W6-fp32-buffer]")
-    graph = OpGraph(et_ctx, clamp.op, kernels.prepare_case(clamp).args, storage="buffer")
+    graph = OpGraph(et_ctx, clamp.op, references.prepare_case(clamp).args, storage="buffer")
     with pytest.raises(ResizeError, match="argument min differs"):
-        graph.resize({**kernels.prepare_case(clamp).args, "min": 0.0})
+        graph.resize({**references.prepare_case(clamp).args, "min": 0.0})
 
 
 @pytest.mark.parametrize(("case_id", "fixed"), [

@@ -9,7 +9,7 @@ import pytest
 from vkdiff.cases.kernels import all_cases
 from vkdiff.device.build import GlslcMissingError
 from vkdiff.device.spirv import SpirvOptMissingError
-from vkdiff.harness import kernels
+from vkdiff.executors import references
 from vkdiff.verdicts.statuses import status_of_exception
 
 CASES = all_cases(r"^linear_q4gsw\[M(1|4)-K64-N40-g32-")
@@ -22,8 +22,8 @@ def test_stream_keeps_order_and_prepares_each_data_id_once(monkeypatch):
         calls.append((case.data_id, threading.current_thread().name))
         return case.data_id
 
-    monkeypatch.setattr(kernels, "prepare_case", fake_prepare)
-    streamed = list(kernels.prepared_stream(CASES, ahead=1))
+    monkeypatch.setattr(references, "prepare_case", fake_prepare)
+    streamed = list(references.prepared_stream(CASES, ahead=1))
     assert [case for case, _ in streamed] == CASES
     assert all(prepared == case.data_id for case, prepared in streamed)
     assert [data_id for data_id, _ in calls] == list(dict.fromkeys(c.data_id for c in CASES))
@@ -38,16 +38,16 @@ def test_failed_preparation_yields_none_and_the_stream_goes_on(monkeypatch):
             raise ValueError("boom")
         return case.data_id
 
-    monkeypatch.setattr(kernels, "prepare_case", fake_prepare)
-    streamed = dict((case.id, prepared) for case, prepared in kernels.prepared_stream(CASES))
+    monkeypatch.setattr(references, "prepare_case", fake_prepare)
+    streamed = dict((case.id, prepared) for case, prepared in references.prepared_stream(CASES))
     assert {cid for cid, p in streamed.items() if p is None} == {c.id for c in CASES if c.data_id == bad}
     assert len(streamed) == len(CASES)
 
 
 @pytest.mark.parametrize("ahead", [0, 5])
 def test_lookahead_does_not_change_what_is_yielded(monkeypatch, ahead):
-    monkeypatch.setattr(kernels, "prepare_case", lambda case, session_seed=0: (case.data_id, session_seed))
-    streamed = list(kernels.prepared_stream(CASES, session_seed=7, ahead=ahead))
+    monkeypatch.setattr(references, "prepare_case", lambda case, session_seed=0: (case.data_id, session_seed))
+    streamed = list(references.prepared_stream(CASES, session_seed=7, ahead=ahead))
     assert streamed == [(c, (c.data_id, 7)) for c in CASES]
 
 

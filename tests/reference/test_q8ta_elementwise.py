@@ -13,7 +13,9 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed
 
 from vkdiff import reference
 from vkdiff.cases.kernels import all_cases
-from vkdiff.harness import kernels
+from vkdiff.executors import references
+from vkdiff.executors.kernel import checked
+from vkdiff.verdicts.kernels import contraction_followed
 from vkdiff.reference import q8ta_elementwise as q8e
 
 with warnings.catch_warnings():
@@ -182,7 +184,7 @@ def test_a_contracted_dequantize_multiply_moves_exactly_the_codes_an_h100_moved(
     H100 gave exactly these three codes one step off the separate-rounding reference, and the fma(a) model
     predicts exactly them; fma(b) moves none here."""
     (case,) = all_cases(r"^q8ta_add\[N2-C5-H3-W7-int8-buffer-int8x4_4w-mid\]$")
-    prepared = kernels.prepare_case(case)
+    prepared = references.prepare_case(case)
     models = reference.contracted(case.op, prepared.args)
     moved = {name: np.argwhere(codes != prepared.expected).tolist() for name, codes in models.items()}
     assert moved == {"fma(a)": [[0, 3, 0, 3], [1, 1, 2, 4], [1, 2, 2, 1]], "fma(b)": []}
@@ -191,22 +193,21 @@ def test_a_contracted_dequantize_multiply_moves_exactly_the_codes_an_h100_moved(
 
 def test_only_an_output_equal_to_a_whole_model_passes_as_contracted():
     (case,) = all_cases(r"^q8ta_add\[N2-C5-H3-W7-int8-buffer-int8x4_4w-mid\]$")
-    prepared = kernels.prepare_case(case)
+    prepared = references.prepare_case(case)
     fma_a = reference.contracted(case.op, prepared.args)["fma(a)"]
-    assert kernels.contraction_followed(SimpleNamespace(output=fma_a), prepared, case.op) == "fma(a)"
+    assert contraction_followed(checked(case.op, SimpleNamespace(output=fma_a, arithmetic=None), prepared)) == "fma(a)"
     mixed = fma_a.copy()
     mixed.reshape(-1)[-1] = np.int8(min(int(mixed.reshape(-1)[-1]) + 1, 127) if mixed.reshape(-1)[-1] < 127 else 126)
-    assert kernels.contraction_followed(SimpleNamespace(output=mixed), prepared, case.op) is None
-    assert kernels.contraction_followed(SimpleNamespace(output=prepared.expected.astype(np.float32)), prepared,
-                                        case.op) is None
+    assert contraction_followed(checked(case.op, SimpleNamespace(output=mixed, arithmetic=None), prepared)) is None
+    assert contraction_followed(checked(case.op, SimpleNamespace(output=prepared.expected.astype(np.float32), arithmetic=None), prepared)) is None
 
 
 def test_the_contraction_models_keep_alpha():
     """A GPU that ignores alpha must not pass as 'contracted': every model applies alpha as the reference does."""
     (case,) = all_cases(r"^q8ta_add\[N2-C5-H3-W7-int8-buffer-int8x4_4w4c-mid-alpha0\.5\]$")
-    prepared = kernels.prepare_case(case)
+    prepared = references.prepare_case(case)
     without_alpha = reference.evaluate(case.op, {**prepared.args, "alpha": 1.0})
     for name, codes in reference.contracted(case.op, prepared.args).items():
         assert np.abs(codes.astype(int) - prepared.expected).max() <= 1, name
         assert (codes != without_alpha).sum() > 10, name
-    assert kernels.contraction_followed(SimpleNamespace(output=without_alpha), prepared, case.op) is None
+    assert contraction_followed(checked(case.op, SimpleNamespace(output=without_alpha, arithmetic=None), prepared)) is None

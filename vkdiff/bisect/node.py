@@ -94,7 +94,7 @@ def bisect_node(case, ctx, *, route_name: str = "native", tree: Path | None = No
 def save_node(out_dir: Path, model, run, record: dict[str, Any], result: Result) -> list[Path]:
     """The node's arguments as the device saw them, its device and expected outputs, and what produced them."""
     from vkdiff.executors import interpret
-    from vkdiff.verdicts.nodes import device_values, node_expectation
+    from vkdiff.executors.node_refs import device_values, node_expectation
 
     delegate = model.plan.delegates[record.get("delegate", 0)].graph
     node = next(n for n in run.nodes if n.index == record["index"])

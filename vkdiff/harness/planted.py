@@ -32,7 +32,10 @@ import numpy as np
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.context import DeviceContext
 from vkdiff.datamodel import Status
+from vkdiff.executors import references
+from vkdiff.executors import kernel as executor
 from vkdiff.harness import kernels
+from vkdiff.verdicts.kernels import UNMODELLED_FLAG, record_launch
 
 KINDS = ("code", "scale", "zero_point", "row")
 
@@ -140,16 +143,15 @@ POLICIES = ("tolerance", "arithmetic")
 the reference with the variant's declared rounding (what ``run_case`` does)."""
 
 
-def judge(case: KernelCase, device: str, launched, clean: kernels.Prepared) -> dict[str, str]:
+def judge(case: KernelCase, device: str, launched, clean: references.Prepared) -> dict[str, str]:
     """The status of one launch under each policy (``unmodelled``: the arithmetic check stood aside, the device
     computing in another order than the variant declares)."""
     statuses = {}
     for policy in POLICIES:
-        prepared = clean if policy == "arithmetic" else dataclasses.replace(clean, emulations={launched.arithmetic: None})
         result = kernels.base_result(case, device, Status.ERROR)
-        kernels.record_launch(result, launched, prepared)
+        record_launch(result, executor.checked(case.op, launched, clean, emulate=policy == "arithmetic"))
         statuses[policy] = result.status
-        if kernels.UNMODELLED_FLAG in result.flags:
+        if UNMODELLED_FLAG in result.flags:
             statuses["unmodelled"] = "yes"
     return statuses
 
@@ -167,13 +169,13 @@ class Trial:
         return self.statuses[policy] != "PASS"
 
 
-def run_trial(ctx: DeviceContext, case: KernelCase, clean: kernels.Prepared, kind: str, trial: int) -> Trial | None:
+def run_trial(ctx: DeviceContext, case: KernelCase, clean: references.Prepared, kind: str, trial: int) -> Trial | None:
     """Launch ``case`` with one planted fault and judge it against the true reference (None: the kind does not
     apply to the case)."""
     faulty = plant(case.op, clean.args, kind, trial_rng(case, kind, trial))
     if faulty is None:
         return None
-    launched = kernels.launch(ctx, case, dataclasses.replace(clean, args=faulty, emulations={}))
+    launched = executor.launch(ctx, case, dataclasses.replace(clean, args=faulty, emulations={}))
     return Trial(case=case.id, kind=kind, statuses=judge(case, ctx.info.slug, launched, clean))
 
 
@@ -186,16 +188,16 @@ class Clean:
 
 
 def clean_runs(ctx: DeviceContext, cases: list[KernelCase],
-               want: int) -> Iterator[tuple[KernelCase, kernels.Prepared | None, Clean]]:
+               want: int) -> Iterator[tuple[KernelCase, references.Prepared | None, Clean]]:
     """Run candidates until ``want`` pass under both policies (a case failing under either is a finding, not a
     baseline); each with its prepared arguments (None when it did not run: a device without a feature)."""
     found = 0
     for case in cases:
         if found >= want:
             return
-        clean = kernels.prepare_case(case)
+        clean = references.prepare_case(case)
         try:
-            launched = kernels.launch(ctx, case, clean)
+            launched = executor.launch(ctx, case, clean)
         except Exception as exc:  # a case the device cannot run is no candidate
             yield case, None, Clean(case=case.id, statuses={p: type(exc).__name__ for p in POLICIES})
             continue

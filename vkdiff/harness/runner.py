@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.executors.isolate import DeviceWorker
-    from vkdiff.harness.kernels import Prepared
+    from vkdiff.executors.references import Prepared
 
 NO_DEVICE = "none"
 """Device slug of kernel results when no Vulkan adapter exists."""
@@ -134,7 +134,7 @@ class Runner:
 
     def schedule(self, cases: Sequence[KernelCase]) -> None:
         """Prepare these kernel cases' references on a thread, in this order, ahead of ``run``."""
-        from vkdiff.harness.kernels import prepared_stream
+        from vkdiff.executors.references import prepared_stream
 
         self.close()
         if self.tree.path is not None and self.adapters:
@@ -279,7 +279,7 @@ class Runner:
 
     def _prepared(self, case: KernelCase) -> Prepared | None:
         """Arguments and reference of ``case``'s data id: the last one, the scheduled stream's, or prepared now."""
-        from vkdiff.harness.kernels import prepare_or_none
+        from vkdiff.executors.references import prepare_or_none
 
         if self._last[0] == case.data_id:
             return self._last[1]

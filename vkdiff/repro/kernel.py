@@ -67,7 +67,11 @@ def record_case(ctx, case: KernelCase, *, session_seed: int = 0, repro: str = ""
     Raises what the run raises (a case that never reaches its dispatch has nothing to replay).
     """
     from vkdiff.datamodel import Status
-    from vkdiff.harness.kernels import base_result, launch, prepare_case, record_launch
+    from vkdiff.executors.kernel import checked
+    from vkdiff.harness.kernels import base_result
+    from vkdiff.verdicts.kernels import record_launch
+    from vkdiff.executors.references import prepare_case
+    from vkdiff.executors.kernel import launch
 
     trace = TraceDevice(ctx.device)
     ctx.device = trace
@@ -75,7 +79,7 @@ def record_case(ctx, case: KernelCase, *, session_seed: int = 0, repro: str = ""
                          device_info=ctx.info_dict, versions={"et_tree": ctx.builder.tree})
     prepared = prepare_case(case, session_seed)
     launched = launch(ctx, case, prepared)
-    record_launch(result, launched, prepared)
+    record_launch(result, checked(case.op, launched, prepared))
     return result, trace, prepared, launched
 
 
@@ -104,13 +108,14 @@ def kernel_checks(case: KernelCase, trace: TraceDevice, prepared, launched) -> l
 def _arithmetic_check(case: KernelCase, prepared, launched, plain: Check, tol) -> list[Check]:
     """The run's second check, where its variant declares its arithmetic: within ``tol.ulps`` of the reference
     with the kernel's rounding, under the ``fma`` model the run followed."""
-    from vkdiff.harness.kernels import emulated
+    from vkdiff.executors.kernel import checked
+    from vkdiff.verdicts.kernels import emulated
 
-    model = emulated(case.op, prepared, launched.arithmetic, plain.dtype)
+    model = emulated(checked(case.op, launched, prepared))
     if model is None or not tol.ulps or isinstance(launched.output, tuple):
         return []
-    fma = model.closest(np.asarray(launched.output, np.float64), tol.ulps)[0]
-    output, scale = model.models[fma]
+    rounding = model.closest(np.asarray(launched.output, np.float64), tol.ulps)[0]
+    output, scale = model.models[rounding.split(" fma, ")[0]]
     spacing = np.spacing(np.abs(scale).astype(model.dtype)).astype(np.float64)
     return [dataclasses.replace(plain, name=f"{plain.name}-as-kernel", expected=np.asarray(output, np.float64),
                                 bound=tol.ulps * spacing)]

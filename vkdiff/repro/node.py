@@ -125,7 +125,8 @@ def record_node(ctx, cut: OneNode, *, route, tree: Path | None = None, tamper=No
     from vkdiff.device.graph.delegate import DelegateGraph
     from vkdiff.device.graph.staging import write_nchw
     from vkdiff.datamodel import Tolerance
-    from vkdiff.verdicts.nodes import compare_nodes, device_values, node_expectation, node_magnitudes
+    from vkdiff.executors.node_refs import device_values, expect_nodes, node_expectation
+    from vkdiff.verdicts.nodes import compare_nodes, node_magnitudes
 
     alone, device = cut.delegate, ctx.device
     trace = ctx.device = TraceDevice(device)
@@ -136,7 +137,7 @@ def record_node(ctx, cut: OneNode, *, route, tree: Path | None = None, tamper=No
         run = graph.execute(cut.feeds)
     finally:
         ctx.device = device
-    record = compare_nodes(alone, run, None)[0]
+    record = compare_nodes(alone, run, expect_nodes(alone, run), None)[0]
     node, built = run.nodes[0], graph.nodes[0]
     env, expected, magnitude = node_expectation(alone, node, device_values(alone, run))
     checks = [_value_check(trace, graph, vid, exp, Tolerance.for_dtype(alone.tensors[vid].dtype).bound(exp, mag))
@@ -195,6 +196,7 @@ def repro_node(ctx, model, ident: dict[str, Any], out_dir: Path, *, node: int | 
     from vkdiff.device.routing import route_for
     from vkdiff.harness.device_models import run_prepared
     from vkdiff.repro.kernel import write_bundle
+    from vkdiff.executors.node_refs import expect_nodes
     from vkdiff.verdicts.nodes import compare_nodes, first_diverging
 
     case_id = ident["case"]
@@ -214,7 +216,7 @@ def repro_node(ctx, model, ident: dict[str, Any], out_dir: Path, *, node: int | 
     index = next(d.index for d in model.plan.delegates if d.vulkan)
     runs = [run[index] for run in runs]
     if step is not None and step != result.metrics.get("nodes_step", 0):
-        records = compare_nodes(model.delegate, runs[step], None, index=index)
+        records = compare_nodes(model.delegate, runs[step], expect_nodes(model.delegate, runs[step]), None, index=index)
     else:
         records, step = result.metrics["nodes"], result.metrics.get("nodes_step", 0)
     if node is None:

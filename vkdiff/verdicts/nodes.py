@@ -19,14 +19,8 @@ from typing import Any
 import numpy as np
 
 from vkdiff.datamodel import Delegate, Source, Status, Tolerance
-from vkdiff.executors import interpret
+from vkdiff.executors.node_refs import NodeExpectation
 from vkdiff.verdicts.compare import ErrorStatistics
-
-
-def _value_for_reference(delegate: Delegate, vid: int, device_value: Any) -> Any:
-    if vid not in delegate.tensors:
-        return device_value
-    return np.asarray(device_value).astype(delegate.tensors[vid].dtype, copy=False)
 
 
 def output_entry(vid: int, got: np.ndarray, exp: np.ndarray, tol: Tolerance, magnitude=None) -> dict[str, Any]:
@@ -76,34 +70,19 @@ def _node_outputs(delegate: Delegate, node, run, expected, magnitude, global_env
     return outputs
 
 
-def device_values(delegate: Delegate, run) -> dict[int, Any]:
-    """Every value the run read back, tensors in their declared dtype (as reference ops take them)."""
-    return {vid: _value_for_reference(delegate, vid, v) for vid, v in run.values.items()}
-
-
-def node_expectation(delegate: Delegate, node, device_env: dict[int, Any]
-                     ) -> tuple[dict[int, Any], tuple[np.ndarray, ...], Any]:
-    """(env, expected outputs, magnitude) of the reference op on the node's device inputs; ``env`` holds each
-    mutated state as the reference leaves it."""
-    env = dict(device_env)
-    env.update({vid: np.array(v, delegate.tensors[vid].dtype) for vid, v in node.states_before.items()})
-    expected, magnitude = interpret.evaluate_node(delegate, node.call, env)
-    return env, expected, magnitude
-
-
-def compare_nodes(delegate: Delegate, run, global_env: dict[int, np.ndarray] | None, *, index: int = 0,
-                  sources: dict[int, Source] | None = None,
+def compare_nodes(delegate: Delegate, run, expectations: list[NodeExpectation],
+                  global_env: dict[int, np.ndarray] | None, *, index: int = 0, sources: dict[int, Source] | None = None,
                   handles: dict[int, list[int]] | None = None) -> list[dict[str, Any]]:
-    """One record per node of delegate ``index``: local and global error of each output (and mutated state), the
-    shader, host time, and where the node comes from."""
-    device_env, records = device_values(delegate, run), []
+    """One record per node of delegate ``index``: local error of each output (and mutated state) against the node's
+    reference on the device's inputs (``expectations``, ``vkdiff.executors.node_refs``), global error, the shader,
+    host time, and where the node comes from."""
+    records = []
     sources = sources or {}
-    for node in run.nodes:
-        env, expected, magnitude = node_expectation(delegate, node, device_env)
-        outputs = _node_outputs(delegate, node, run, expected, magnitude, global_env)
+    for node, expectation in zip(run.nodes, expectations):
+        outputs = _node_outputs(delegate, node, run, expectation.expected, expectation.magnitude, global_env)
         for vid, after in node.states_after.items():
             tol = Tolerance.for_dtype(delegate.tensors[vid].dtype)
-            outputs.append(state_entry(vid, node.states_before[vid], env[vid], after, tol))
+            outputs.append(state_entry(vid, node.states_before[vid], expectation.states[vid], after, tol))
         status = max((Status[o["status"]] for o in outputs), key=lambda s: (s.is_failure(), s), default=Status.PASS)
         source = sources.get(node.index)
         node_id = node.call.op.node_id

@@ -15,7 +15,6 @@ output against eager, or against the reference program.
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from vkdiff.datamodel import DEVICE_LOST_FLAG, PreparedProgram, Status, Tolerance
 from vkdiff.device.boundary import is_device_lost
-from vkdiff.executors.program import MethodRun
+from vkdiff.executors.program_runs import StepRuns
 from vkdiff.verdicts.compare import ErrorStatistics
 from vkdiff.verdicts.nodes import compare_nodes, first_diverging, node_label
 from vkdiff.verdicts.statuses import status_of_exception
@@ -36,14 +35,11 @@ FALLBACK_FLAG = "fed-by-fallback"
 """Flag on results where a delegate the device could not run was evaluated on the host so later ones could run."""
 
 
-@dataclasses.dataclass(kw_only=True)
-class StepRuns:
-    """One call of the method: on the device, and with the references."""
-
-    device: MethodRun
-    reference: MethodRun | None
-    """None when the references cannot evaluate the program (``reference_note`` says why)."""
-    reference_note: str = ""
+def reference_note(step: StepRuns) -> str:
+    """Why the call has no reference output, or which delegates torch's CPU ops evaluated instead."""
+    if step.reference_error is not None:
+        return f"the references cannot evaluate the program: {status_of_exception(step.reference_error)[1]}"
+    return step.reference_note
 
 
 def flat(values: list[Any]) -> np.ndarray:
@@ -63,8 +59,8 @@ def _delegate_entries(prepared: PreparedProgram, step: StepRuns) -> tuple[list[d
             continue
         ref = reference_calls[position] if position < len(reference_calls) else None
         global_env = ref.record if ref is not None and ref.skipped is None else None
-        mine = compare_nodes(entry.graph, call.record, global_env, index=call.delegate, sources=entry.sources,
-                             handles=entry.debug_handles)
+        mine = compare_nodes(entry.graph, call.record, step.expectations[position], global_env, index=call.delegate,
+                             sources=entry.sources, handles=entry.debug_handles)
         records += mine
         bad = first_diverging(mine)
         delegates.append({"delegate": call.delegate, "status": bad["status"] if bad else Status.PASS.name,
@@ -165,7 +161,7 @@ def _verdict(prepared: PreparedProgram, steps: list[dict], chosen: int, step: St
     nodes = [n for run in runs for n in run.nodes]
     metrics = {"vs_eager": vs_eager.to_dict() if vs_eager else None,
                "vs_reference": vs_reference.to_dict() if vs_reference else None, "nodes": records,
-               "nodes_step": chosen, "delegates": delegates, "reference_note": step.reference_note,
+               "nodes_step": chosen, "delegates": delegates, "reference_note": reference_note(step),
                "seconds_device_run": round(step.device.seconds, 4), "seconds_build": round(build_seconds, 4),
                "seconds_host_ops": round(step.device.host_seconds, 4),
                "host_ms_per_node": round(1e3 * sum(n.host_seconds for n in nodes) / max(len(nodes), 1), 3)}
@@ -201,7 +197,7 @@ def _verdict(prepared: PreparedProgram, steps: list[dict], chosen: int, step: St
         return Status[skip["status"]], dict(reason=reason, node=node, shader=skip.get("shader", ""), **extra,
                                             **common)
     if main is None:
-        return Status.NOT_RUN, dict(reason=f"{where}no oracle for the output: {step.reference_note}", **common)
+        return Status.NOT_RUN, dict(reason=f"{where}no oracle for the output: {reference_note(step)}", **common)
     status = main.status()
     if prepared.generation:
         matched = sum(s["token_matches"] for s in steps)

@@ -1,0 +1,159 @@
+"""The verdict on a kernel case's run: its launch against the references, below the bound, and repeated.
+
+In order, as a run goes: an exception before the first launch gives its status
+(``statuses.status_of_exception``); else the first launch's numbers do (``compare``), an
+integer output that equals one of the op's contraction models entirely passing, flagged
+``fma-contracted`` (a compiler fused a multiply into an add, which Vulkan allows); a
+passing launch is then held to every smaller run on its graph (the first failure becomes
+the status, every run is listed in ``metrics["below_bound"]``); and a repeat whose bits
+differ from the first run makes it ``NONDETERMINISTIC``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Sequence
+
+import numpy as np
+
+from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status
+from vkdiff.device.boundary import is_device_lost
+from vkdiff.device.layouts import unwritten_mask
+from vkdiff.executors.kernel import Checked, KernelRun, Smaller
+from vkdiff.verdicts.compare import Emulated, ErrorStatistics
+from vkdiff.verdicts.program import INF_CLAMPED_FLAG, PORT_STALE_FLAG
+from vkdiff.verdicts.statuses import status_of_exception
+
+UNMODELLED_FLAG = "unmodelled-arithmetic"
+"""The variant declares its float16 arithmetic but the device computes in another order: only the tolerance
+policy judged the output, which misses single wrong codes there (``vkdiff.verdicts.compare._followed``)."""
+CONTRACTED_FLAG = "fma-contracted"
+"""An integer output that follows one of the op's contraction models, not the reference's own rounding order."""
+
+
+def judge_kernel(result: Result, run: KernelRun) -> None:
+    """Write the verdict on ``run`` and its evidence into ``result`` (a fault in judging is ``ERROR``: never raises)."""
+    try:
+        _judge(result, run)
+    except Exception as exc:  # a verdict bug must not abort the run
+        apply_exception(result, exc)
+
+
+def _judge(result: Result, run: KernelRun) -> None:
+    if run.first is None:
+        apply_exception(result, run.error)
+        return
+    record_launch(result, run.first)
+    if result.status == Status.PASS.name:
+        judge_smaller(result, run.smaller, run.case.id)
+        if run.smaller_error is not None:
+            apply_exception(result, run.smaller_error)
+            return
+    for again in run.repeats:
+        if again.error is not None:
+            apply_exception(result, again.error)
+            return
+        if again.differing:
+            alone, result.status = result.status, Status.NONDETERMINISTIC.name
+            result.reason = (f"run {again.run} of {run.repeat} differs bitwise from run 1 in {again.differing} of "
+                             f"{again.total} output elements (run 1 alone: {alone})")
+            result.metrics["nondeterministic"] = {"run": again.run, "differing": again.differing,
+                                                  "total": again.total, "first_run_status": alone}
+            return
+
+
+def apply_exception(result: Result, exc: Exception) -> None:
+    """The status an exception maps to, with its shader, traceback (for ``ERROR``) and device-lost flag."""
+    status, reason = status_of_exception(exc)
+    result.status, result.reason = status.name, reason
+    result.shader = result.shader or getattr(exc, "shader", "") or ""
+    if status is Status.ERROR:
+        result.traceback = "".join(traceback.format_exception(exc))
+    if is_device_lost(exc):
+        result.flags = [*result.flags, DEVICE_LOST_FLAG]
+
+
+def judge_smaller(result: Result, smaller: Sequence[Smaller], case_id: str) -> None:
+    """Each run below the bound: its output sizes after resize, then its values. The first failure becomes the
+    result's status; every run is listed in ``metrics["below_bound"]``."""
+    runs = []
+    for entry in smaller:
+        if entry.resize_error is not None:
+            status, message = status_of_exception(entry.resize_error)
+        elif entry.run is None:
+            status = Status.FAIL_CHECK
+            message = (f"output sizes {_listed(entry.output_sizes)} after resize, expected {_listed(entry.wanted)} "
+                       f"(the op's resize function did not follow its inputs)")
+        else:
+            stats, _ = statistics(entry.run)
+            status, message = stats.status(), stats.message()
+            if status is Status.FAIL_NUMERIC and contraction_followed(entry.run):
+                status = Status.PASS
+        failed = status.is_failure() or entry.resize_error is not None
+        runs.append({"sizes": entry.case.sizes, "status": status.name, **({"reason": message} if failed else {})})
+        if failed and result.status == Status.PASS.name:
+            result.status = status.name
+            result.reason = f"below the bound: {entry.case.id} on the graph built for {case_id}: {message}"
+    if runs:
+        result.metrics["below_bound"] = runs
+
+
+def _listed(sizes: Sequence[tuple[int, ...]]) -> str:
+    return ", ".join(str(list(s)) for s in sizes)
+
+
+def emulated(run: Checked) -> Emulated | None:
+    """The launch's emulated reference, as the comparison takes it."""
+    if run.emulation is None:
+        return None
+    dtype = np.asarray(run.launch.output).dtype.name
+    return Emulated(models=run.emulation, dtype=dtype, arithmetic=run.launch.arithmetic.describe())
+
+
+def statistics(run: Checked) -> tuple[ErrorStatistics, list[dict[str, Any]]]:
+    """The worst output's statistics, and every output's when the op returns a tuple."""
+    launched, prepared = run.launch, run.prepared
+    if not isinstance(launched.output, tuple):
+        return ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance, prepared.magnitude,
+                                           unwritten_mask(launched.output), emulated(run)), []
+    magnitudes = prepared.magnitude or (None,) * len(launched.output)
+    each = [ErrorStatistics.from_arrays(np.asarray(out), np.asarray(exp).reshape(np.shape(out)), tol,
+                                        None if mag is None else np.asarray(mag).reshape(np.shape(out)),
+                                        unwritten_mask(out))
+            for out, exp, tol, mag in zip(launched.output, prepared.expected, prepared.tolerance, magnitudes)]
+    worst = max(each, key=lambda st: (st.status().is_failure(), st.status()))
+    return worst, [st.to_dict() for st in each]
+
+
+def contraction_followed(run: Checked) -> str | None:
+    """The contraction model an integer output equals entirely, or None."""
+    if not run.contractions:
+        return None
+    output = np.asarray(run.launch.output)
+    return next((name for name, codes in run.contractions.items() if np.array_equal(output, codes)), None)
+
+
+def record_launch(result: Result, run: Checked) -> None:
+    """Compare a launch's output(s) with the reference and write the verdict and evidence into ``result``."""
+    launched, prepared = run.launch, run.prepared
+    stats, outputs = statistics(run)
+    status = stats.status()
+    contraction = contraction_followed(run) if status is Status.FAIL_NUMERIC else None
+    if contraction:
+        status = Status.PASS
+    result.status = status.name
+    result.reason = "" if status is Status.PASS else stats.message()
+    result.shader, result.shaders = launched.variant, list(launched.shaders)
+    tolerances = prepared.tolerance if isinstance(prepared.tolerance, tuple) else (prepared.tolerance,)
+    result.metrics, result.tolerance = stats.to_dict(), tolerances[0].to_dict()
+    if outputs:
+        result.metrics["outputs"] = outputs
+    result.flags = (["polyfilled"] if launched.polyfilled else []) + (
+        [INF_CLAMPED_FLAG] if launched.clamped else []) + ([PORT_STALE_FLAG] if launched.stale else []) + (
+        [UNMODELLED_FLAG] if stats.arithmetic and not stats.arithmetic["followed"] else []) + (
+        [CONTRACTED_FLAG] if contraction else [])
+    if contraction:
+        result.metrics["contraction"] = contraction
+    if launched.stale:
+        result.metrics["port_stale"] = launched.stale
+    result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launched.dispatch.items()}
