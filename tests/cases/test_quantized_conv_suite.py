@@ -14,8 +14,8 @@ from vkdiff.cases.kernel_suites import quantized_conv as qc
 from vkdiff.cases.kernels import below_bound, load_suites, suite_of
 from vkdiff.datamodel import schema_of
 from vkdiff.device.launchers import LAUNCHERS
-from vkdiff.device.launchers.quantized_conv import create_conv2d_params, spec_constants
-from vkdiff.device.launchers.quantized_conv_q8to import is_s1p0d1_pointwise, should_use_im2col
+from vkdiff.device.launchers.quantized_convolution import (create_conv2d_params, is_s1p0d1_pointwise,
+                                                          should_use_im2col, spec_constants)
 from vkdiff.reference.quant import quantize_per_tensor
 
 OPS = (qc.Q8CSW, qc.Q8TA, qc.Q8TO, qc.Q8TO_DW)

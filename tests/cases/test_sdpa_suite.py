@@ -13,7 +13,7 @@ from vkdiff import reference
 from vkdiff.cases.kernel_suites import sdpa
 from vkdiff.cases.kernels import all_cases, below_bound, load_suites
 from vkdiff.device.launchers import LAUNCHERS
-from vkdiff.device.launchers.sdpa_fused import (
+from vkdiff.device.launchers.sdpa import (
     AV_ROUTES,
     custom_sdpa_route,
     pick_fused_qk_shader,

@@ -16,7 +16,7 @@ from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.device import resources
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.launchers import q8ta_conv2d, q8ta_conv2d_dw, q8ta_conv2d_pw, q8ta_conv2d_transposed
-from vkdiff.device.launchers import quantized_conv, quantized_conv_q8to
+from vkdiff.device.launchers import quantized_convolution
 from vkdiff.device.resources import Tensor
 from vkdiff.reference import packing, q8ta_conv
 
@@ -28,7 +28,7 @@ DW_SHAPES = ((5, (3, 3)), (3, (2, 5)), (12, (1, 1)), (7, (1, 4)))
 """``(C, (KH, KW))``: the channels the pattern pads to 4, kernel rows of 1 to 5 columns."""
 CONV_PORTS = ("q8ta_conv2d",)
 DW_PORTS = ("q8ta_conv2d_dw",)
-"""The launchers whose prepack functions are tested (``quantized_conv_q8to`` imports these same ports)."""
+"""The launchers whose prepack functions are tested (``quantized_convolution`` imports these same ports)."""
 
 
 def _codes(seed: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -207,11 +207,11 @@ def test_a_dw_packing_mistake_is_caught(et_ctx, mistake):
 
 
 def test_the_q8to_launcher_shares_the_q8ta_prepack_ports():
-    assert quantized_conv_q8to.prepack_quantized_conv2d_weight is q8ta_conv2d.prepack_quantized_conv2d_weight
-    assert quantized_conv_q8to.prepack_quantized_conv2d_dw_weight is q8ta_conv2d_dw.prepack_quantized_conv2d_dw_weight
+    assert quantized_convolution.prepack_quantized_conv2d_weight is q8ta_conv2d.prepack_quantized_conv2d_weight
+    assert quantized_convolution.prepack_quantized_conv2d_dw_weight is q8ta_conv2d_dw.prepack_quantized_conv2d_dw_weight
 
 
-@pytest.mark.parametrize("prepack", [quantized_conv.prepack_quantized_linear_weight])
+@pytest.mark.parametrize("prepack", [quantized_convolution.prepack_quantized_linear_weight])
 def test_im2col_routes_pack_the_conv_matrix_as_a_linear_weight(et_ctx, prepack):
     """``conv2d_q8csw`` / ``conv2d_q8ta_q8csw`` and the q8to im2col route: ``pack_q8_linear_weight`` of the
     ``[OC, align4(KH·KW·ICg)]`` matrix (7 channels, 3×3 over 3), which the conv packing is not."""

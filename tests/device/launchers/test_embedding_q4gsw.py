@@ -14,7 +14,7 @@ from vkdiff.datamodel import Status
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.embedding_q4gsw import OP, embedding_q4gsw_impl
-from vkdiff.device.launchers.linear_q4gsw import quantized_linear_impl
+from vkdiff.device.launchers.quantized_linear import quantized_linear_impl
 from vkdiff.executors.op_graph import run_op
 from vkdiff.harness import kernels
 

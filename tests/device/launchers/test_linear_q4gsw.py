@@ -15,7 +15,7 @@ from vkdiff.device.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
-from vkdiff.device.launchers.linear_q4gsw import OP, quantized_linear_impl
+from vkdiff.device.launchers.quantized_linear import OP_Q4GSW as OP, quantized_linear_impl
 from vkdiff.executors.op_graph import run_op
 from vkdiff.harness import kernels
 

@@ -6,7 +6,7 @@ Ported from ``runtime/graph/ops/impl/Clone.cpp`` (``clone``, ``add_clone_node``,
 * texture → texture, same hashed layout: ``clone_<out dtype>``, bindings out, in, push constant
   ``logical_limits_pc_of(out)``, no spec constants;
 * texture → texture, other layout: ``add_view_copy_node`` (``view_texture_<dtype>``, see
-  ``launchers/to_dim_order_copy.py``);
+  ``launchers/view.py``);
 * texture → buffer: ``clone_image_to_buffer_<image dtype>_<buffer dtype>``, bindings buffer, image,
   ``texture_meta_ubo(image)``, ``buffer_meta_ubo(buffer)``; spec constants (image, buffer) hashed layouts;
   global size ``create_global_wg_size(image)`` (its logical limits);
@@ -15,7 +15,7 @@ Ported from ``runtime/graph/ops/impl/Clone.cpp`` (``clone``, ``add_clone_node``,
 * buffer → buffer: ``add_view_copy_node`` (``view_buffer_<dtype>``);
 * every route is a ``DynamicDispatchNode`` with the default local size; resize (``resize_clone_node``):
   the output takes the input's sizes when the ranks agree, else keeps its own;
-* int8x4 → int8x4 (checked first): ``add_q8ta_clone_node`` of ``Q8taClone.cpp`` (``launchers/q8ta_clone.py``),
+* int8x4 → int8x4 (checked first): ``add_q8ta_clone_node`` of ``Q8taClone.cpp`` (``launchers/utils/q8ta_clone.py``),
   which has no resize function.
 """
 
@@ -30,9 +30,9 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import INT8X4, TensorSpec
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.permute import TREE
-from vkdiff.device.launchers.q8ta_clone import PORT as Q8TA_CLONE_PORT, add_q8ta_clone_node
+from vkdiff.device.launchers.utils.q8ta_clone import PORT as Q8TA_CLONE_PORT, add_q8ta_clone_node
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.launchers.to_dim_order_copy import PORTS as VIEW_PORTS, add_view_copy_node
+from vkdiff.device.launchers.view import DIM_ORDER_COPY_PORTS as VIEW_PORTS, add_view_copy_node
 from vkdiff.device.resources import Tensor
 
 OP = "aten.clone.default"

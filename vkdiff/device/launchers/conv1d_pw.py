@@ -25,7 +25,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size
 from vkdiff.device.launchers.conv1d_dw import check_height_packed
-from vkdiff.device.launchers.conv2d_pw import prepack_fp_linear_weight
+from vkdiff.device.launchers.utils.conv2d_pw import prepack_fp_linear_weight
 from vkdiff.device.launchers.utils.conv_utils import FLOAT_MAX, ConvRouteError, params, scalar_or
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor

@@ -10,8 +10,8 @@ resolved to the same schema by ``schema_of``. Routes, by the input's rank and la
 ====================  ==========================================================  ==================================
 route                 when                                                        shaders
 ====================  ==========================================================  ==================================
-``pw``                4-D, 1×1 kernel, not depthwise                              ``conv2d_pw.py``
-``dw*``               4-D, ``weight[0] == groups`` and ``weight[1] == 1``         ``conv2d_dw.py`` (tile variants)
+``pw``                4-D, 1×1 kernel, not depthwise                              ``utils/conv2d_pw.py``
+``dw*``               4-D, ``weight[0] == groups`` and ``weight[1] == 1``         ``utils/conv2d_dw.py`` (tile variants)
 ``im2col``            4-D sliding window, groups 1, dilation 1, Mali or C_out≥128  ``conv2d_gemm.py``
 ``direct``            4-D sliding window otherwise                                ``conv2d[_clamp]_<dtype>``
 ``transposed``        4-D, ``transposed``                                         ``conv_transpose2d[_clamp]_*``
@@ -48,7 +48,8 @@ import numpy as np
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
-from vkdiff.device.launchers import conv1d_dw, conv1d_pw, conv2d_dw, conv2d_gemm, conv2d_pw
+from vkdiff.device.launchers import conv1d_dw, conv1d_pw, conv2d_gemm
+from vkdiff.device.launchers.utils import conv2d_dw, conv2d_pw
 from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.utils.conv_utils import (CONVOLUTION, KERNEL_UTILS, PREPACK_NODE, ConvRouteError,
                                                 calc_out_size, calc_out_sizes_hw, check_batch_1, check_conv_args,

@@ -26,7 +26,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.utils.common import dtype_suffix
-from vkdiff.device.launchers.linear_q4gsw import prepack_quantized_linear_weight
+from vkdiff.device.launchers.quantized_linear import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
 

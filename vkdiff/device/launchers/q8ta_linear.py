@@ -1,4 +1,5 @@
-"""Launchers for ``et_vk.q8ta_linear`` and ``et_vk.q8ta_linear_gemv``: int8x4 activations × int8 weights → int8x4.
+"""Launcher for ``et_vk.q8ta_linear``: int8x4 activations × int8 weights → int8x4; and the host code
+``et_vk.q8ta_linear_gemv`` (``q8ta_linear_gemv.py``) shares with it.
 
 Ported from ``runtime/graph/ops/impl/Q8taLinear.cpp`` and ``Q8taLinearGemv.cpp`` (the same host code but
 for the node), ``QuantizedLinear.cpp`` (``prepack_quantized_linear_weight``, 8-bit branch) and
@@ -46,7 +47,6 @@ from vkdiff.device.resources import Tensor
 from vkdiff.device.routing import route_for
 
 LINEAR_OP = "et_vk.q8ta_linear.default"
-GEMV_OP = "et_vk.q8ta_linear_gemv.default"
 
 TREE = "executorch main cff6f4dd32"
 SHARED_PORTS = (
@@ -62,13 +62,6 @@ LINEAR_PORTS = (
          sha256="bba1bee4fc42e7598319380eced26531bd25bf13a5a421b83fa71c690c5b23f1", tree=TREE),
     Port(file="runtime/graph/ops/impl/Common.cpp", functions=("pick_hw_square_wg_size",),
          sha256="c223f63c0b8eeb9811a0f4641886bac3959230a0aba9137eb3a87a7bdd7ffe3b", tree=TREE),
-    *SHARED_PORTS,
-)
-GEMV_PORTS = (
-    Port(file="runtime/graph/ops/impl/Q8taLinearGemv.cpp",
-         functions=("q8ta_linear_gemv", "add_q8ta_linear_gemv_node", "q8ta_linear_gemv_check_packed_dim_info",
-                    "q8ta_linear_gemv_global_wg_size", "q8ta_linear_gemv_local_wg_size"),
-         sha256="bd4f639b32ecbbacccb0e208e5569f28a6ced42bbcdcadf2c6c85080a9d78624", tree=TREE),
     *SHARED_PORTS,
 )
 
@@ -163,7 +156,7 @@ def resize_q8ta_linear_node(graph: ComputeGraph, out: Tensor, x: Tensor) -> None
     graph.virtual_resize(out, (*x.spec.sizes[:-1], out.spec.sizes[-1]))
 
 
-def _with_profile(graph: ComputeGraph, profile: str | None) -> None:
+def with_profile(graph: ComputeGraph, profile: str | None) -> None:
     """Answer ``supports_int8_dot_product`` from a routing profile (``routes.toml``)."""
     if profile is not None:
         graph.route = route_for(profile, graph.ctx.info)
@@ -192,26 +185,5 @@ def q8ta_linear(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor, route
 
         run_op(ctx, LINEAR_OP, {"x": codes, "input_scale": 0.02, ...}, storage="buffer", layout="int8x4_4h4w")
     """
-    _with_profile(graph, profile)
+    with_profile(graph, profile)
     add_q8ta_linear_node(graph, args, out, gemv=False, route=route)
-
-
-@register_op(GEMV_OP, output=q8ta_linear_output, constants=("weights", "weight_sums", "weight_scales", "bias"),
-             ports=GEMV_PORTS)
-def q8ta_linear_gemv(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor, route: str | None = None,
-                     profile: str | None = None) -> None:
-    """``q8ta_linear_gemv``: 64 lanes split K for one ``PACKED_INT8_4W`` row into a ``PACKED_INT8_4W`` output.
-
-    Args:
-        graph (ComputeGraph): the graph the nodes join.
-        args (Mapping[str, Any]): as :func:`q8ta_linear`, ``x`` an int8x4 ``4W`` tensor ``[..., 1, K]``.
-        out (Tensor): int8x4 ``[..., 1, N]``.
-        route (str | None): the variant the case expects (``ROUTES``).
-        profile (str | None): a routing profile answering ``supports_int8_dot_product``.
-
-    Raises:
-        EtVkRefusal: one of the C++'s ``VK_CHECK_COND``s or an unknown activation.
-        ValueError: the profile takes another route than ``route``.
-    """
-    _with_profile(graph, profile)
-    add_q8ta_linear_node(graph, args, out, gemv=True, route=route)

@@ -1,4 +1,6 @@
-"""Launcher for ``aten.select_copy.int`` through ET-VK's ``select[_ubo]_*`` transfer shaders.
+"""Launchers for the ops ``Select.cpp`` registers: ``aten.select_copy.int`` and ``aten.select.int``.
+
+Launcher for ``aten.select_copy.int`` through ET-VK's ``select[_ubo]_*`` transfer shaders.
 
 Ported from ``runtime/graph/ops/impl/Select.cpp`` (``select_int`` → ``add_select_copy_node``,
 ``check_select_args``, ``resize_select_node``) on ``Transfer.cpp``'s ``add_transfer_copy_node``
@@ -15,6 +17,12 @@ Ported from ``runtime/graph/ops/impl/Select.cpp`` (``select_int`` → ``add_sele
 * ``check_select_args`` at build (dim and index in range, output rank and sizes; its size loop runs
   over the selected dim's *size*, not the rank, as the C++ does: ``size_at`` past the rank is 1);
 * resize (``resize_select_node``, resize args ``dim, index``): the input's sizes without ``dim``.
+
+Launcher for ``aten.select.int``: ``Select.cpp`` registers it to the same ``select_int`` as ``select_copy``.
+
+``REGISTER_OPERATORS { VK_REGISTER_OP(aten.select.int, select_int); VK_REGISTER_OP(aten.select_copy.int,
+select_int); }``: the view op has no view path; it adds the same ``select[_ubo]_*`` transfer node (the variant,
+bindings, spec constants and resize are listed above).
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ from vkdiff.device.launchers.utils.common import val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.slice import TRANSFER_PORT, TREE, Scalar, add_transfer_copy_node
 from vkdiff.device.resources import Tensor
+
+
+# -- select_copy.int ---------------------------------------------------------------------------------------------------
 
 OP = "aten.select_copy.int"
 
@@ -108,3 +119,10 @@ def select_copy(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> No
     check_select_args(x, dim, index, out)
     add_transfer_copy_node(graph, True, x, dim, index, None, out, resize_args=(dim, index),
                            resize=lambda: resize_select_node(graph, out, x, dim))
+
+
+# -- select.int --------------------------------------------------------------------------------------------------------
+
+SELECT_INT_OP = "aten.select.int"
+
+register_op(SELECT_INT_OP, output=select_output, constants=(), ports=PORTS)(select_copy)

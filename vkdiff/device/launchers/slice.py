@@ -1,4 +1,6 @@
-"""Launcher for ``aten.slice_copy.Tensor`` through ET-VK's ``slice[_ubo]_*`` transfer shaders.
+"""Launchers for the ops ``Slice.cpp`` registers: ``aten.slice_copy.Tensor`` and ``aten.slice.Tensor``.
+
+Launcher for ``aten.slice_copy.Tensor`` through ET-VK's ``slice[_ubo]_*`` transfer shaders.
 
 Ported from ``runtime/graph/ops/impl/Slice.cpp`` (``slice_copy`` → ``add_slice_copy_node``,
 ``resize_slice_copy_node``, ``normalize_idx``) and ``Transfer.cpp`` (``add_transfer_copy_node``,
@@ -21,7 +23,20 @@ shared with ``select_copy``, see ``launchers/select.py``):
   ``normalize_idx`` (``INT64_MAX`` or None → default; else ``(i % size + size) % size`` unless equal to
   the default) and the sliced dim becomes ``ceil((end - start) / step)``.
 
-``aten.slice.Tensor`` (same file: a view when the output aliases the input) is not ported here.
+``aten.slice.Tensor`` (same file: a view when the output aliases the input) follows.
+
+Launcher for ``aten.slice.Tensor``: ``Slice.cpp``'s ``slice`` copies unless the output is a view of the input.
+
+Ported from ``runtime/graph/ops/impl/Slice.cpp`` (``slice``): when ``val_is_view_of(out, in)`` it adds
+``add_slice_view_node`` (no dispatch: the output aliases the input's memory, checked to start at 0 with
+step 1 over a contiguous region, and is only resized); otherwise ``add_slice_copy_node``, the transfer
+node ``slice_copy`` uses (variant ``slice[_ubo]_<storage>_<dtype>``, see above).
+
+The output is allocated at ATen's sizes (what the serialized graph holds); the node's resize function is
+``resize_slice_copy_node``, which re-derives them on a resize (and wraps an ``end`` past the size).
+A kernel case allocates its output apart from its input, so the copy route is the one it reaches; a graph
+whose serialized output aliases its input (a delegate's view tensor) would take the view route, which this
+port refuses rather than copying.
 """
 
 from __future__ import annotations
@@ -36,6 +51,9 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.resources import Tensor
+
+
+# -- slice_copy (and Transfer.cpp's add_transfer_copy_node) ------------------------------------------------------------
 
 OP = "aten.slice_copy.Tensor"
 
@@ -168,4 +186,49 @@ def slice_copy(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> Non
     """
     step = args.get("step", 1)
     add_slice_copy_node(graph, args["self"], int(args.get("dim", 0)), args.get("start"), args.get("end"),
+                        1 if step is None else step, out)
+
+
+# -- slice.Tensor ------------------------------------------------------------------------------------------------------
+
+SLICE_TENSOR_OP = "aten.slice.Tensor"
+SLICE_TENSOR_PORTS = (Port(file=PORTS[0].file, functions=("slice", "add_slice_copy_node"),
+                           sha256=PORTS[0].sha256, tree=PORTS[0].tree), *PORTS[1:])
+
+
+def serialized_output(args: Mapping[str, Any], dtype: Any = None) -> tuple[tuple[int, ...], Any]:
+    """The output sizes the graph is built with: ATen's (bounds clamped to the dim, as Python slicing does).
+
+    ``resize_slice_copy_node`` (run on a resize only) wraps an ``end`` past the size with ``normalize_idx``
+    instead (``end = 100`` on a dim of 10 becomes 0), so it is not what the serialized graph allocates.
+    """
+    x = np.asarray(args["self"])
+    dim = int(args.get("dim", 0)) % x.ndim
+    start, end, step = args.get("start"), args.get("end"), args.get("step", 1)
+    sizes = list(x.shape)
+    sizes[dim] = len(range(*slice(start, end, 1 if step is None else int(step)).indices(x.shape[dim])))
+    return tuple(sizes), x.dtype
+
+
+@register_op(SLICE_TENSOR_OP, output=serialized_output, constants=(), ports=SLICE_TENSOR_PORTS)
+def slice_tensor(graph: ComputeGraph, args: Mapping[str, Any], out: Tensor) -> None:
+    """``slice``: ``out = self[..., start:end:step, ...]`` along ``dim``, copied.
+
+    Args:
+        graph (ComputeGraph): where the node goes.
+        args (Mapping): ``self`` (Tensor), ``dim`` (int), ``start``, ``end`` (int, SymInt or None), ``step``.
+        out (Tensor): the output, allocated apart from ``self``.
+
+    Raises:
+        NotImplementedError: ``out`` aliases ``self`` (the view route is not ported).
+
+    Example::
+
+        slice_tensor(graph, {"self": x, "dim": 1, "start": 0, "end": 5, "step": 2}, out)
+    """
+    x = args["self"]
+    if out.handle is x.handle:
+        raise NotImplementedError("aten.slice.Tensor view route (add_slice_view_node) is not ported")
+    step = args.get("step", 1)
+    add_slice_copy_node(graph, x, int(args.get("dim", 0)), args.get("start"), args.get("end"),
                         1 if step is None else step, out)

@@ -14,7 +14,7 @@ Ported from ``runtime/graph/ops/impl/ToCopy.cpp`` (``to_copy`` → ``add_to_copy
   serialized sizes when the input shrinks (the partitioner declares ``supports_resize=True``), and the blit
   always covers the whole allocated images;
 * any other conversion (int32 ↔ float/half): ``add_view_copy_convert_node`` (``view_convert_buffer_*`` /
-  ``view_convert_texture_*``, see ``launchers/to_dim_order_copy.py``), resized by ``resize_to_copy_op_node``
+  ``view_convert_texture_*``, see ``launchers/view.py``), resized by ``resize_to_copy_op_node``
   (the output takes the input's sizes). The partitioner places those on contiguous buffers.
 """
 
@@ -30,7 +30,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.compute import DispatchRecord
 from vkdiff.device.launchers.permute import TREE
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.launchers.to_dim_order_copy import PORTS as VIEW_PORTS, add_view_copy_convert_node
+from vkdiff.device.launchers.view import DIM_ORDER_COPY_PORTS as VIEW_PORTS, add_view_copy_convert_node
 from vkdiff.device.resources import Tensor
 
 OP = "aten._to_copy.default"
