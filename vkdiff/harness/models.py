@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 import traceback
 from typing import Any
 
 import numpy as np
 
-from vkdiff import fusions
 from vkdiff.cases.model_case import ModelCase
 from vkdiff.fusions import Finding, FusionContext
 from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.verdicts.host import (cpu_runtime_finding, findings_evidence, judge_rules, lowering_outcome, rule_outcome,
+                                  runtime_failed, xnnpack_lowering_failed)
 from vkdiff.datamodel import HOST, Result, Status, Tolerance, versions
 from vkdiff.capture import quiet_libraries
 from vkdiff.lowering.edge import LowerError, LoweredCase
@@ -95,8 +95,7 @@ def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None, r
         with quiet_libraries():
             lowered = lower(case)
     except LowerError as exc:
-        refused = bool(case.accept_refusal) and re.search(case.accept_refusal, str(exc)) is not None
-        status, reason = (Status.PASS, f"refused as intended: {exc}") if refused else (Status.LOWER_FAIL, str(exc))
+        status, reason = lowering_outcome(str(exc), case.accept_refusal)
         return [Result(rule="lower", status=status.name, reason=reason,
                        seconds=round(time.perf_counter() - start, 3), **base)]
     try:
@@ -108,13 +107,11 @@ def check_case(case: ModelCase, shader_variants: frozenset[str] | None = None, r
     seconds = round(time.perf_counter() - start, 3)
     results = []
     for rule, items in findings.items():
-        worst = max(items, key=lambda f: (f.status.is_failure(), f.status))
+        status, reason = rule_outcome(items)
         results.append(Result(
-            rule=rule, status=worst.status.name,
-            reason="; ".join(f.message for f in items if f.status is not Status.PASS) or worst.message,
-            metrics={"findings": [dict(status=f.status.name, message=f.message, **_jsonable(f.evidence))
-                                  for f in items], "lower_seconds": lowered.seconds, "lower_cached": lowered.cached,
-                     "pte_size": lowered.pte_size, "partitions": lowered.partitions},
+            rule=rule, status=status.name, reason=reason,
+            metrics={"findings": findings_evidence(items), "lower_seconds": lowered.seconds,
+                     "lower_cached": lowered.cached, "pte_size": lowered.pte_size, "partitions": lowered.partitions},
             seconds=seconds, **base))
     return results
 
@@ -133,23 +130,10 @@ def cpu_runtime(case: ModelCase, lowered: LoweredCase, inputs: tuple, expected: 
         target = target or lower(dataclasses.replace(case, partitioner="xnnpack"))
         out = flat_outputs(run_pte(target.pte, list(inputs)))
     except LowerError as exc:
-        return Finding(rule="cpu_runtime", status=Status.LOWER_FAIL, message=f"XNNPACK lowering: {exc}"), None
+        return xnnpack_lowering_failed(str(exc)), None
     except RuntimeInitError as exc:
-        return Finding(rule="cpu_runtime", status=Status.FAIL_CHECK, message=f"ExecuTorch CPU runtime: {exc}"), str(exc)
-    if out.shape != expected.shape:
-        return Finding(rule="cpu_runtime", status=Status.FAIL_CHECK, message=f"ExecuTorch CPU runtime returned "
-                       f"{out.size} output elements, eager {expected.size}"), None
-    oracles = {"eager": expected} | ({"reference": reference} if reference is not None else {})
-    parts, statuses, evidence = [], [], {}
-    for name, oracle in oracles.items():
-        stats = ErrorStatistics.from_arrays(out, oracle, tolerance)
-        statuses.append(stats.status())
-        evidence[name] = stats.to_dict()
-        text = f"vs {name}: max abs {stats.max_abs:.3g}, SQNR {stats.sqnr_db:.1f} dB"
-        parts.append(text if stats.status() is Status.PASS else f"{text} ({stats.message().splitlines()[0]})")
-    status = max(statuses, key=lambda s: (s.is_failure(), s))
-    return Finding(rule="cpu_runtime", status=status, message="ExecuTorch CPU runtime (XNNPACK) " + "; ".join(parts),
-                   evidence=evidence), None
+        return runtime_failed(str(exc)), str(exc)
+    return cpu_runtime_finding(out, expected, tolerance, reference), None
 
 
 def _pt2e_tolerance(model) -> Tolerance:
@@ -182,15 +166,7 @@ def _findings(case: ModelCase, lowered: LoweredCase, shader_variants) -> dict[st
                         numerics=stats if isinstance(stats, ErrorStatistics) else None,
                         bf16_scales=bf16_scales(lowered) if "bf16" in case.recipe else None,
                         qparam_flow=_qparam_flow(model) if pt2e else None, runtime_error=runtime_error)
-    out: dict[str, list[Finding]] = {}
-    for rule in case.rules:
-        if rule == "numerics":
-            out[rule] = [_numerics_finding(stats)]
-        elif rule == "cpu_runtime":
-            out[rule] = [runtime_finding]
-        else:
-            out[rule] = fusions.RULES[rule](ctx) or [Finding(rule=rule, status=Status.PASS, message="nothing to check")]
-    return out
+    return judge_rules(case.rules, ctx, stats, runtime_finding)
 
 
 def _qparam_flow(model) -> list[dict[str, Any]]:
@@ -211,16 +187,3 @@ def bf16_scales(lowered: LoweredCase) -> bool | None:
                 scales = np.asarray(delegate.constants[expected[1]], dtype=np.float32)
                 found.append(bool(np.all((scales.view(np.uint32) & 0xFFFF) == 0)))
     return all(found) if found else None
-
-
-def _numerics_finding(stats: ErrorStatistics | str) -> Finding:
-    if isinstance(stats, str):
-        return Finding(rule="numerics", status=Status.NOT_RUN, message=stats)
-    status = stats.status()
-    summary = f"fused program vs eager: max abs {stats.max_abs:.3g}, SQNR {stats.sqnr_db:.1f} dB"
-    return Finding(rule="numerics", status=status, message=summary if status is Status.PASS else
-                   f"{summary}; {stats.message().splitlines()[0]}", evidence=stats.to_dict())
-
-
-def _jsonable(evidence: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in evidence.items()}
