@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import subprocess
 import statistics
 import sys
@@ -50,7 +49,7 @@ def replay(model, ctx, route, et_src: Path, replays: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vkdiff.device.adapters import TRANSPORT_ENV, select
+    from vkdiff.device.adapters import select
     from vkdiff.device.boundary import DeviceError
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
@@ -73,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     models = prepared_models(model_cases(args.cases, args.module, args.recipe), args.load, args.cases)
     for transport in args.transports.split(","):
-        os.environ[TRANSPORT_ENV] = transport
-        for info, adapter in select():
+        for info, adapter in select(via=transport):
             ctx = DeviceContext(info, adapter, ShaderBuilder(args.et_src))
             route = route_for("native", info)
             for model in models:

@@ -95,24 +95,25 @@ def test_the_port_follows_the_trees_own_transition(et_tree, tmp_path):
 
 @requires_tree
 @requires_vulkan
-def test_a_q8ta_resnet_is_fail_sync_with_the_barriers_from_before_6ebaa05a27(et_tree, tmp_path, monkeypatch):
+def test_a_q8ta_resnet_is_fail_sync_with_the_barriers_from_before_6ebaa05a27(et_tree, tmp_path):
     """The bug 6ebaa05a27 fixed (q8ta_conv2d nondeterministic in ResNet-50): a first write through a SharedObject
     handle waited on nothing. With the pinned tree's barriers the same delegate is clean."""
     from vkdiff.cases.catalog import all_model_cases
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
-    from vkdiff.device.validation import VALIDATE_ENV
+    from vkdiff.datamodel.settings import RunSettings
     from vkdiff.harness.device_models import check_on_device
 
-    monkeypatch.setenv(VALIDATE_ENV, "1")
+    validated = RunSettings(validate="sync")
     (case,) = all_model_cases(r"^resnet_q8\[")
     copy = tmp_path / "et"
     shutil.copytree(et_tree / "backends", copy / "backends")
     cpp = copy / "backends" / "vulkan" / barriers.TENSOR_CPP
     cpp.write_text(FIX.sub(BEFORE, cpp.read_text()))
-    clean = check_on_device(case, DeviceContext(*first_adapter(), ShaderBuilder(et_tree)), tree=et_tree)
+    clean = check_on_device(case, DeviceContext(*first_adapter(), ShaderBuilder(et_tree), settings=validated),
+                            tree=et_tree)
     assert clean.status == "PASS", clean.reason
-    racy = check_on_device(case, DeviceContext(*first_adapter(), ShaderBuilder(copy)), tree=copy)
+    racy = check_on_device(case, DeviceContext(*first_adapter(), ShaderBuilder(copy), settings=validated), tree=copy)
     assert racy.status == "FAIL_SYNC", racy.reason
     assert re.search(r"WRITE_AFTER_WRITE: node \d+ \S+ \(binding 0, \S+ \[[\d, ]+\] float32 mem_obj \d+\) is not "
                      r"ordered after ", racy.reason), racy.reason
@@ -124,11 +125,10 @@ def graph_mode_run(copy) -> tuple[str, str]:
     from vkdiff.device.adapters import select
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
-    from vkdiff.harness.device_models import REPLAYS_ENV, check_on_device
+    from vkdiff.harness.device_models import check_on_device
 
-    os.environ[REPLAYS_ENV] = "3"
     (case,) = all_model_cases(r"^resnet_q8\[")
-    result = check_on_device(case, DeviceContext(*select(via="vulkan")[0], ShaderBuilder(copy)), tree=copy)
+    result = check_on_device(case, DeviceContext(*select(via="vulkan")[0], ShaderBuilder(copy)), tree=copy, replays=3)
     return result.status, result.reason
 
 

@@ -43,12 +43,10 @@ def test_the_device_profile_asks_the_raw_device_as_et_vk_does():
         route_for("device", INFO)
 
 
-def test_the_device_profile_through_wgpu_is_a_usage_error_before_device_work(monkeypatch):
-    from vkdiff.device.adapters import TRANSPORT_ENV
+def test_the_device_profile_through_wgpu_is_a_usage_error_before_device_work():
+    from vkdiff.datamodel.settings import RunSettings
     from vkdiff.entry.options import route_transport_problem
 
-    monkeypatch.setenv(TRANSPORT_ENV, "wgpu")
-    assert route_transport_problem("device").endswith("add --transport vulkan")
-    assert route_transport_problem("mali") is None
-    monkeypatch.setenv(TRANSPORT_ENV, "vulkan")
-    assert route_transport_problem("device") is None
+    assert route_transport_problem(RunSettings(route="device")).endswith("add --transport vulkan")
+    assert route_transport_problem(RunSettings(route="mali")) is None
+    assert route_transport_problem(RunSettings(route="device", transport="vulkan")) is None

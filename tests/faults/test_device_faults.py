@@ -31,9 +31,11 @@ def tree(tmp_path, et_tree):
     fault_ops.unregister()
 
 
-def _runner(tree, **kwargs) -> Runner:
+def _runner(tree, **settings) -> Runner:
+    from vkdiff.datamodel.settings import RunSettings
+
     return Runner(tree=TreeChoice(path=tree, note="fault tree"), adapters=[first_adapter()],
-                  setup=fault_ops.register, **kwargs)
+                  settings=RunSettings(**settings), setup=fault_ops.register)
 
 
 def test_a_dispatch_that_never_finishes_is_error_hang_and_the_run_goes_on(tree):
@@ -115,14 +117,14 @@ def test_a_write_past_the_tensor_is_fail_oob_through_the_canaries_naming_the_dis
 def overrun_far_validated(tree) -> tuple[str, str, bool]:
     """In a process of its own: the far overrun through raw Vulkan with ``--validate gpu`` (the layer loads with the
     process's first instance)."""
-    import os
-
+    from vkdiff.datamodel.settings import RunSettings
     from vkdiff.device.adapters import select
 
-    os.environ["VKDIFF_VALIDATE"] = "gpu"
+    settings = RunSettings(transport="vulkan", validate="gpu")
     fault_ops.register()
-    found = select(via="vulkan")
-    result = run_case(DeviceContext(*found[0], ShaderBuilder(tree)), fault_ops.case(fault_ops.OVERRUN_FAR))
+    found = select(via=settings.transport, validate=settings.validate)
+    result = run_case(DeviceContext(*found[0], ShaderBuilder(tree), settings=settings),
+                      fault_ops.case(fault_ops.OVERRUN_FAR))
     return result.status, result.reason, any(f.startswith("layer:") for f in found[0][0].features)
 
 

@@ -17,11 +17,11 @@ CASES = ("linear_q4gsw[M13-K256-N40-g32-fp32-buffer]", "linear_dq8ca_q4gsw[M13-K
 
 
 def record_raw(tree: Path, case: str, out: Path) -> int:
-    """In the child: ``vkdiff repro CASE --amber`` with ``--transport vulkan``."""
-    from vkdiff.device.adapters import TRANSPORT_ENV
+    """In the child: ``vkdiff repro CASE --amber`` with ``$VKDIFF_TRANSPORT=vulkan`` (read once, at the top)."""
+    from vkdiff.datamodel.settings import ENVIRONMENT
     from vkdiff.entry import cli
 
-    os.environ[TRANSPORT_ENV] = "vulkan"
+    os.environ[ENVIRONMENT["transport"]] = "vulkan"
     return cli.main(["repro", case, "-o", str(out), "--et-src", str(tree), "--amber"])
 
 

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from vkdiff.datamodel.settings import RunSettings
 from vkdiff.device.trees import EtSourceError
 
 
@@ -135,8 +136,9 @@ def signature(results) -> str:
     return " ".join(f"{r.rule}={r.status}" for r in sorted(results, key=lambda r: (r.device == "cpu", r.rule)))
 
 
-def relower_in_subprocess(tree: Path, case_id: str, device: str | None, seed: int) -> tuple[list, str]:
-    """Run a model case with the revision's Vulkan Python package (``shim``); (results, note)."""
+def relower_in_subprocess(tree: Path, case_id: str, device: str | None, settings: RunSettings) -> tuple[list, str]:
+    """Run a model case with the revision's Vulkan Python package (``shim``), in a process that takes the run's
+    settings from its environment; (results, note)."""
     import re
 
     from vkdiff.bisect.shim import IMPORT_FAILED
@@ -146,8 +148,8 @@ def relower_in_subprocess(tree: Path, case_id: str, device: str | None, seed: in
         out = Path(tmp) / "results.jsonl"
         argv = [sys.executable, "-m", "vkdiff.bisect.shim", str(tree), "run", "--suite", "models",
                 "--cases", "^" + re.escape(case_id) + "$", "--et-src", str(tree), "--results", str(out),
-                "--seed", str(seed), "--allow-empty", *(["--device", device] if device else [])]
-        done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                "--seed", str(settings.seed), "--allow-empty", *(["--device", device] if device else [])]
+        done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **settings.environment(), "PYTHONWARNINGS": "ignore"})
         if done.returncode == IMPORT_FAILED:
             return [], done.stderr.strip().splitlines()[-1]
         if not out.exists():

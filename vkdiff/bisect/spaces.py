@@ -84,11 +84,11 @@ class ModelSpace:
     """The catalogue's variants of one model (recipe, dtype, storage... as knobs), the routing and limits profile."""
 
     def __init__(self, case, run: Callable[[Any, str, str | None, str], Status], route: str = "native",
-                 limits: str | None = None, local_wg: str | None = None):
+                 limits: str | None = None, local_wg: str | None = None, *, transport: str = "wgpu"):
         from vkdiff.cases.catalog import all_model_cases
         from vkdiff.device.workgroups import DEFAULT
 
-        self.case, self.run = case, run
+        self.case, self.run, self.transport = case, run, transport
         self.route, self.limits, self.local_wg = route, limits or NATIVE_LIMITS, local_wg or DEFAULT
         self.catalogue = [c for c in all_model_cases(None) if c.name == case.name]
         self.names = sorted({k for c in self.catalogue for k in c.knobs})
@@ -104,7 +104,7 @@ class ModelSpace:
 
         own = self.config()[knob]
         if knob == ROUTE:
-            return [r for r in usable_profiles() if r != own]
+            return [r for r in usable_profiles(self.transport) if r != own]
         if knob == LIMITS:
             return [v for v in _limits_values() if v != own]
         if knob == LOCAL_WG:

@@ -38,21 +38,7 @@ REPORTED_LIMITS = (
 """Limits that decide whether an ET-VK dispatch fits; all are requested at the adapter's maximum."""
 
 ADAPTER_ENV = "VKDIFF_DEVICE"
-TRANSPORT_ENV = "VKDIFF_TRANSPORT"
-"""``wgpu`` (default) or ``vulkan``: set by ``--transport`` so child processes and xdist workers inherit it."""
-TRANSPORTS = ("wgpu", "vulkan")
-
-
-def transport() -> str:
-    """The transport this process reaches devices through (``$VKDIFF_TRANSPORT``, default wgpu).
-
-    Raises:
-        ValueError: the variable names no transport.
-    """
-    chosen = os.environ.get(TRANSPORT_ENV) or "wgpu"
-    if chosen not in TRANSPORTS:
-        raise ValueError(f"${TRANSPORT_ENV}={chosen!r} names no transport; use one of {', '.join(TRANSPORTS)}")
-    return chosen
+"""Adapter selector when no ``--device`` is given (read where the run selects its adapters)."""
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -133,13 +119,14 @@ def _unique_slugs(infos: list[DeviceInfo]) -> list[DeviceInfo]:
     return out
 
 
-def enumerate_adapters(backend: str | None = "Vulkan", via: str | None = None) -> list[tuple[DeviceInfo, Any]]:
-    """Every adapter of ``backend`` (all backends when None) through transport ``via`` (default: this process's
-    ``transport()``), with its DeviceInfo (raw Vulkan lists the loader's physical devices)."""
-    if (via or transport()) == "vulkan":
+def enumerate_adapters(backend: str | None = "Vulkan", via: str = "wgpu",
+                       validate: str = "") -> list[tuple[DeviceInfo, Any]]:
+    """Every adapter of ``backend`` (all backends when None) through transport ``via``, with its DeviceInfo (raw
+    Vulkan lists the loader's physical devices, on an instance with ``validate``'s validation layer)."""
+    if via == "vulkan":
         from vkdiff.device.vk_device import adapters as raw_adapters
 
-        adapters = raw_adapters()
+        adapters = raw_adapters(validate)
         infos = _unique_slugs([_info(a) for a in adapters])
         return list(zip(infos, adapters))
     import wgpu
@@ -176,8 +163,8 @@ def _no_adapter(promise: str) -> NoAdapterError:
                           f"{', '.join(seen) or 'none'}); install mesa-vulkan-drivers (lavapipe) or a GPU driver")
 
 
-def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan",
-           via: str | None = None) -> list[tuple[DeviceInfo, Any]]:
+def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan", via: str = "wgpu",
+           validate: str = "") -> list[tuple[DeviceInfo, Any]]:
     """Adapters matching any selector (slug, or case-insensitive substring of name/driver).
 
     With no selector, ``$VKDIFF_DEVICE`` is used when set, else every adapter is chosen.
@@ -186,7 +173,7 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan",
         UnknownDeviceError: a selector matched nothing; the message lists the slugs.
         NoAdapterError: no Vulkan adapter at all where ``device_promised()`` (names every adapter seen).
     """
-    found = enumerate_adapters(backend, via)
+    found = enumerate_adapters(backend, via, validate)
     promise = device_promised()
     if not found and promise and backend == "Vulkan":
         raise _no_adapter(promise)

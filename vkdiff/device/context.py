@@ -8,7 +8,7 @@ from vkdiff.device import workgroups
 from vkdiff.device.adapters import DeviceInfo, create_device
 from vkdiff.device.build import BuiltShader, ShaderBuilder
 from vkdiff.device.dispatch import Pipeline, PipelineCache
-from vkdiff.device.validation import validation_enabled
+from vkdiff.datamodel.settings import RunSettings
 
 
 class VariantMissingError(LookupError):
@@ -23,7 +23,8 @@ class VariantMissingError(LookupError):
 class DeviceContext:
     """A wgpu device plus the ET-VK shaders of one tree, built and loaded on demand."""
 
-    def __init__(self, info: DeviceInfo, adapter: Any, builder: ShaderBuilder, limits_profile: str | None = None):
+    def __init__(self, info: DeviceInfo, adapter: Any, builder: ShaderBuilder, limits_profile: str | None = None, *,
+                 settings: RunSettings = RunSettings()):
         self.info = info
         self.limits_profile = limits_profile
         """Name of the mobile limits profile the device was created with (``vkdiff.device.limits``), or None."""
@@ -32,10 +33,10 @@ class DeviceContext:
         self.info_dict = info.to_dict()
         """``info`` as results record it (built once per device)."""
         self.pipelines = PipelineCache(self.device)
-        self.validate = validation_enabled()
-        self.local_wg = workgroups.from_environment()
-        """``--local-wg``: the local workgroup size every dispatch (or one node's) takes instead of ET-VK's pick."""
+        self.validate = bool(settings.validate)
         """Check each graph's recorded stream, with the tree's own barriers, for unordered accesses (``FAIL_SYNC``)."""
+        self.local_wg = workgroups.parse(settings.local_wg)
+        """``--local-wg``: the local workgroup size every dispatch (or one node's) takes instead of ET-VK's pick."""
         self._variants = builder.variants()
         self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -43,11 +42,9 @@ def profiles() -> dict[str, dict[str, Any]]:
     return tomllib.loads(ROUTES_FILE.read_text())
 
 
-def usable_profiles() -> list[str]:
-    """The profiles this run's transport can resolve (a ``from_device`` one needs raw Vulkan): what a sweep tries."""
-    from vkdiff.device.adapters import TRANSPORT_ENV
-
-    raw = os.environ.get(TRANSPORT_ENV, "wgpu") == "vulkan"
+def usable_profiles(transport: str) -> list[str]:
+    """The profiles ``transport`` can resolve (a ``from_device`` one needs raw Vulkan): what a sweep tries."""
+    raw = transport == "vulkan"
     return [name for name, profile in profiles().items() if raw or not profile.get("from_device")]
 
 

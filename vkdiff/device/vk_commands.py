@@ -21,7 +21,7 @@ from vkdiff.device import spirv, watchdog
 from vkdiff.device.boundary import (DispatchError, InstrumentationError, OutOfBoundsError, ShaderLoadError,
                                     ShaderUnsupportedError, SyncHazardError)
 from vkdiff.device.raw_vulkan import SUBGROUP_OPERATIONS, binding
-from vkdiff.device.validation import LAYER_MESSAGES, gpu_assisted
+from vkdiff.device.validation import LAYER_MESSAGES
 from vkdiff.device.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
                                      vk_call)
 
@@ -139,7 +139,8 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
         module = vk_call(ShaderLoadError, f"{label}: vkCreateShaderModule", vk.vkCreateShaderModule, dev,
                          vk.VkShaderModuleCreateInfo(codeSize=len(spv), pCode=spv), None)
         try:
-            handle = _compute_pipeline(vk, dev, module, layout, spv, spec_constants, local_size, label)
+            handle = _compute_pipeline(vk, dev, module, layout, spv, spec_constants, local_size, label,
+                                       instrumented=device.adapter.validate == "gpu")
         finally:
             vk.vkDestroyShaderModule(dev, module, None)
     except BaseException:
@@ -152,7 +153,7 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
 
 def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
                       spec_constants: Mapping[int, int | float | bool], local_size: tuple[int, int, int],
-                      label: str) -> Any:
+                      label: str, instrumented: bool = False) -> Any:
     """``vkCreateComputePipelines`` for the module, specialised; a pipeline the validation layer reports on is
     destroyed and refused.
 
@@ -173,7 +174,7 @@ def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
                              dev, vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)],
                              None)[0]
         except ShaderLoadError as exc:
-            if gpu_assisted() and "VkErrorUnknown" in str(exc):
+            if instrumented and "VkErrorUnknown" in str(exc):
                 raise InstrumentationError(
                     f"{exc} under the validation layer's GPU-assisted instrumentation, which rewrites the module: "
                     f"the pipeline itself is judged without --validate gpu") from None

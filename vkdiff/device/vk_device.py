@@ -23,7 +23,7 @@ from vkdiff.device.dispatch import Pipeline
 from vkdiff.device.resources import Tensor, byte_view, guarded, texture_extent
 from vkdiff.device.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
 from vkdiff.device.vk_commands import BindGroup, Encoder, Queue, create_pipeline
-from vkdiff.device.validation import VALIDATION_LAYER, gpu_assisted, on_message, validation_enabled
+from vkdiff.device.validation import VALIDATION_LAYER, on_message
 from vkdiff.device.vk_memory import Buffer, Image, SharedMemory, vk_call
 
 _KEEP: list[Any] = []
@@ -35,19 +35,24 @@ def validation_layer_available() -> bool:
     return VALIDATION_LAYER in {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
 
 
+def layered(validate: str) -> str:
+    """The validation an instance for ``validate`` really has: none without the layer installed."""
+    return validate if validate and validation_layer_available() else ""
+
+
 @functools.lru_cache(maxsize=None)
-def instance() -> Any:
-    """The process's one ``VkInstance`` (Vulkan 1.3); with ``--validate`` and the Khronos validation layer installed,
-    that layer with synchronization validation (and with ``--validate gpu`` GPU-assisted validation: shaders
+def instance(validate: str = "") -> Any:
+    """The process's ``VkInstance`` (Vulkan 1.3) for a validation setting; with ``validate`` and the Khronos validation
+    layer installed, that layer with synchronization validation (and with ``gpu`` GPU-assisted validation: shaders
     instrumented, accesses past a descriptor's range reported), reporting into ``LAYER_MESSAGES``."""
     vk = binding()
     app = vk.VkApplicationInfo(pApplicationName="vkdiff", apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
-    if not (validation_enabled() and validation_layer_available()):
+    if not layered(validate):
         return vk_call(RawVulkanError, "vkCreateInstance", vk.vkCreateInstance,
                        vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
     features = vk.VkValidationFeaturesEXT(pEnabledValidationFeatures=[
         vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT,
-        *([vk.VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT] if gpu_assisted() else [])])
+        *([vk.VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT] if validate == "gpu" else [])])
     created = vk_call(RawVulkanError, "vkCreateInstance with the validation layer", vk.vkCreateInstance,
                       vk.VkInstanceCreateInfo(pNext=features, pApplicationInfo=app,
                                               ppEnabledLayerNames=[VALIDATION_LAYER],
@@ -66,15 +71,18 @@ def instance() -> Any:
 class VkAdapter:
     """One physical device, described as wgpu describes an adapter (``info``, ``features``, ``limits``)."""
 
-    def __init__(self, physical: Any, raw: RawDevice):
+    def __init__(self, physical: Any, raw: RawDevice, validate: str = ""):
         self.physical = physical
         self.raw = raw
+        self.validate = layered(validate)
+        """The validation layer's mode on this adapter's instance (``""``: none)."""
         self.info = {"device": raw.name, "vendor_id": raw.vendor_id, "vendor": "",
                      "description": f"raw Vulkan {raw.api_version}, driver {raw.driver_version:#x}",
                      "backend_type": "Vulkan", "adapter_type": raw.device_type}
         self.features = wgpu_features(raw)
         self.vulkan_features = tuple(f"vk:{name}" for name, ok in raw.features.items() if ok) + (
-            ((f"layer:{VALIDATION_LAYER}",) if _KEEP else ()) + (("layer:gpu-assisted",) if _KEEP and gpu_assisted() else ()))
+            ((f"layer:{VALIDATION_LAYER}",) if self.validate else ()) + (
+                ("layer:gpu-assisted",) if self.validate == "gpu" else ()))
         """The device's own features (``vk:storageBuffer8BitAccess``…), recorded with every result."""
         self.limits = wgpu_limits(raw)
         self.transport = "vulkan"
@@ -124,14 +132,15 @@ def probe() -> list[RawDevice]:
     return [adapter.raw for adapter in adapters()]
 
 
-def adapters() -> list[VkAdapter]:
-    """Every physical device the loader lists.
+def adapters(validate: str = "") -> list[VkAdapter]:
+    """Every physical device the loader lists, on the instance for ``validate`` (``RunSettings.validate``).
 
     Raises:
         RawVulkanError: no binding, no loader, or instance creation failed.
     """
     vk = binding()
-    return [VkAdapter(p, describe(vk, p, instance())) for p in vk.vkEnumeratePhysicalDevices(instance())]
+    created = instance(validate)
+    return [VkAdapter(p, describe(vk, p, created), validate) for p in vk.vkEnumeratePhysicalDevices(created)]
 
 
 def _enable_chain(vk: Any, raw: RawDevice) -> tuple[Any, list[Any]]:

@@ -10,11 +10,8 @@ says which sizes it needs.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 
-LOCAL_WG_ENV = "VKDIFF_LOCAL_WG"
-"""Set by ``--local-wg``; child processes and xdist workers inherit it."""
 DEFAULT = "default"
 """ET-VK's own pick."""
 CHOICES = ("8x8x1", "4x16x1", "16x4x1", "64x1x1", "1x64x1", "32x2x1", "4x4x4", "1x1x64")
@@ -49,7 +46,3 @@ def parse(text: str | None) -> LocalWgOverride | None:
         raise ValueError(f"local workgroup size {text!r}: give XxYxZ (positive), optionally @NODE, e.g. 8x8x1@12")
     size = (int(found.group(1)), int(found.group(2)), int(found.group(3)))
     return LocalWgOverride(size, None if found.group(4) is None else int(found.group(4)))
-
-
-def from_environment() -> LocalWgOverride | None:
-    return parse(os.environ.get(LOCAL_WG_ENV))

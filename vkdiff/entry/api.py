@@ -123,6 +123,7 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
     Raises:
         SubjectError: the subject or an option cannot be used (one line).
     """
+    from vkdiff.datamodel.settings import RunSettings
     from vkdiff.device.adapters import select
     from vkdiff.device.trees import choose_tree
     from vkdiff.harness.loop import run_cases
@@ -143,8 +144,10 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
         case, cases = None, program_cases(subject, **options)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = Path(results or f"vkdiff-results/check-{stamp}.jsonl")
-    runner = Runner(tree=choose_tree(et_src), adapters=select(list(devices)), seed=options.get("seed", 0),
-                    repeat=repeat, et_src=et_src, route=route, limits_profile=limits_profile)
+    settings = RunSettings.from_environment(seed=options.get("seed", 0), repeat=repeat, route=route,
+                                            limits_profile=limits_profile)
+    adapters = select(list(devices), via=settings.transport, validate=settings.validate)
+    runner = Runner(tree=choose_tree(et_src), adapters=adapters, settings=settings, et_src=et_src)
     host = check_case(case, runner.shader_variants()) if case is not None else []
     found = run_cases(cases, host, runner, ResultStore(path))
     return CheckReport(results=found, results_path=path)

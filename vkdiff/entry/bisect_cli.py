@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from vkdiff.entry.options import add_case_device_options
+from vkdiff.datamodel.settings import RunSettings
 from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
 
@@ -42,7 +43,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return _knob(args, case)
 
 
-def _contexts(adapter, tree):
+def _contexts(adapter, tree, settings):
     """One DeviceContext per limits profile (None: the device's own) and local workgroup size (``default``: ET-VK's
     pick), made on first use."""
     from vkdiff.device import workgroups
@@ -53,7 +54,7 @@ def _contexts(adapter, tree):
 
     def ctx_for(limits: str | None, local_wg: str = workgroups.DEFAULT) -> Any:
         if (limits, local_wg) not in made:
-            made[(limits, local_wg)] = ctx = DeviceContext(*adapter, builder, limits)
+            made[(limits, local_wg)] = ctx = DeviceContext(*adapter, builder, limits, settings=settings)
             ctx.local_wg = workgroups.parse(local_wg)
         return made[(limits, local_wg)]
     return ctx_for
@@ -67,8 +68,8 @@ def _node(args: argparse.Namespace, case) -> int:
         raise SelectionError(f"{case.id} is a kernel case: one node already; 'vkdiff repro' saves it")
     if not case.partitioner.startswith("vulkan"):
         raise SelectionError(f"{case.id} has no Vulkan delegate to bisect (partitioner {case.partitioner})")
-    tree, adapter = tree_and_adapter(args.et_src, args.device)
-    ctx = _contexts(adapter, tree)(args.limits_profile)
+    tree, adapter = tree_and_adapter(args.et_src, args.device, args.settings)
+    ctx = _contexts(adapter, tree, args.settings)(args.limits_profile)
     found = bisect_node(case, ctx, route_name=args.route, tree=tree.path, out_dir=Path(args.output))
     print("\n".join(found.lines()))
     return 0 if found.first_bad is None else 1
@@ -80,8 +81,8 @@ def _knob(args: argparse.Namespace, case) -> int:
     from vkdiff.bisect.spaces import KernelSpace, ModelSpace
     from vkdiff.datamodel import Status
 
-    tree, adapter = tree_and_adapter(args.et_src, args.device)
-    ctx_for = _contexts(adapter, tree)
+    tree, adapter = tree_and_adapter(args.et_src, args.device, args.settings)
+    ctx_for = _contexts(adapter, tree, args.settings)
     if isinstance(case, KernelCase):
         from vkdiff.harness.kernels import run_case
 
@@ -92,7 +93,8 @@ def _knob(args: argparse.Namespace, case) -> int:
         from vkdiff.harness.device_models import check_on_device
 
         space = ModelSpace(case, lambda c, route, limits, wg: Status[check_on_device(
-            c, ctx_for(limits, wg), route_name=route, tree=tree.path).status], args.route, args.limits_profile)
+            c, ctx_for(limits, wg), route_name=route, tree=tree.path).status], args.route, args.limits_profile,
+            transport=args.settings.transport)
     found = bisect_knobs(space)
     print("\n".join(found.lines()))
     for config, status in found.trials:
@@ -109,21 +111,22 @@ def _commit(args: argparse.Namespace, case) -> int:
         raise SelectionError(f"--et-src {args.et_src}: no such repository (give an ExecuTorch checkout or a bare "
                                f"repository)")
     try:
-        adapters = select([args.device] if args.device else [])
+        adapters = select([args.device] if args.device else [], via=args.settings.transport,
+                          validate=args.settings.validate)
     except UnknownDeviceError as exc:
         raise SelectionError(str(exc)) from None
     if not adapters:
         raise SelectionError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
     try:
         found = bisect_commits(args.et_src, args.good, args.bad, commit_verdict(args.et_src, case, adapters[0],
-                                                                                 args.seed))
+                                                                                 args.settings))
     except EtSourceError as exc:
         raise SelectionError(str(exc)) from None
     print("\n".join(found.lines()))
     return 0 if found.first_bad is not None else 1
 
 
-def commit_verdict(repo: str, case, adapter, seed: int):
+def commit_verdict(repo: str, case, adapter, settings: RunSettings):
     """``verdict(commit) -> (signature, note)`` of ``case`` at a revision of ``repo``."""
     from vkdiff.cases.kernels import KernelCase
     from vkdiff.device.trees import TreeChoice
@@ -133,7 +136,7 @@ def commit_verdict(repo: str, case, adapter, seed: int):
 
     def verdict(commit: str) -> tuple[str, str]:
         tree = tree_at(repo, commit)
-        runner = Runner(tree=TreeChoice(path=tree, note=f"{repo}@{commit}"), adapters=[adapter], seed=seed)
+        runner = Runner(tree=TreeChoice(path=tree, note=f"{repo}@{commit}"), adapters=[adapter], settings=settings)
         slug = runner.slugs[0]
         try:
             if isinstance(case, KernelCase):
@@ -142,7 +145,7 @@ def commit_verdict(repo: str, case, adapter, seed: int):
 
             note = ""
             if vulkan_python_hash(tree / "backends" / "vulkan") != vulkan_python_hash():
-                results, note = relower_in_subprocess(tree, case.id, slug, seed)
+                results, note = relower_in_subprocess(tree, case.id, slug, settings)
                 if results:
                     return signature(results), note
                 note += "; lowered with the installed package, bisecting shaders only"
@@ -167,11 +170,13 @@ def _device(args: argparse.Namespace, case) -> int:
         tree = choose_tree(args.et_src)
     except EtSourceError as exc:
         raise SelectionError(str(exc)) from None
-    adapters = {info.slug: (info, adapter) for info, adapter in select([args.device] if args.device else [])}
+    adapters = {info.slug: (info, adapter) for info, adapter in select([args.device] if args.device else [],
+                                                                       via=args.settings.transport,
+                                                                       validate=args.settings.validate)}
     if tree.path is None or not adapters:
         raise SelectionError(tree.note if tree.path is None else "no Vulkan adapter found")
     kernel = isinstance(case, KernelCase)
-    routes = ["native"] if kernel else usable_profiles()
+    routes = ["native"] if kernel else usable_profiles(args.settings.transport)
     configs = [{"device": d, "route": r, "limits": lim, "local_wg": workgroups.DEFAULT} for d in adapters
                for r in routes for lim in ["native", *limits_profiles()]]
     configs += [{"device": d, "route": "native", "limits": "native", "local_wg": wg} for d in adapters
@@ -182,7 +187,8 @@ def _device(args: argparse.Namespace, case) -> int:
         key = (config["device"], config["limits"], config["local_wg"])
         if key not in contexts:
             contexts[key] = DeviceContext(*adapters[config["device"]], builder,
-                                          None if config["limits"] == "native" else config["limits"])
+                                          None if config["limits"] == "native" else config["limits"],
+                                          settings=args.settings)
             contexts[key].local_wg = workgroups.parse(config["local_wg"])
         if kernel:
             from vkdiff.harness.kernels import run_case

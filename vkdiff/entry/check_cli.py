@@ -144,8 +144,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     tree, devices = resolve_inputs(args, console)
     for note in [n for case in cases for n in getattr(case, "notes", [])]:
         console.print(f"note: {note}", markup=False, style="yellow")
-    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
-                    route=args.route, limits_profile=args.limits_profile, timeout=args.timeout)
+    runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src)
     host = [] if module is None else _quiet(args.verbose, check_case, module, runner.shader_variants(),
                                             repro=" ".join(cases[0].command) if cases else "")
     def shown(result) -> None:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from vkdiff.entry.options import add_run_options, apply_device_options, route_transport_problem
+from vkdiff.datamodel.settings import SettingsError
+from vkdiff.entry.options import add_run_options, route_transport_problem, run_settings
 from vkdiff.entry.terminal import console as terminal_console
 from vkdiff.entry.terminal import (EXIT_EMPTY, EXIT_FAIL, EXIT_USAGE, Interrupts, UsageError, check_outputs,
                                    error_line, explain_no_tree, print_summary, report_line, resolve_inputs,
@@ -93,11 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    apply_device_options(vars(args).get("transport") if args.command != "devices" else None,
-                         getattr(args, "validate", None), getattr(args, "mode", None), getattr(args, "replays", 0),
-                         getattr(args, "local_wg", None))
     try:
-        problem = route_transport_problem(getattr(args, "route", None))
+        args.settings = run_settings(vars(args))
+        problem = route_transport_problem(args.settings)
         if problem:
             raise UsageError(problem)
         if args.command == "check":
@@ -132,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(error_line(exc), file=sys.stderr)
         return EXIT_USAGE
-    except SelectionError as exc:
+    except (SelectionError, SettingsError) as exc:
         print(error_line(exc), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -276,9 +275,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   (args.save_artifacts, "--save-artifacts", True))
     repairs_before = len(REPAIRS)
     tree, devices = resolve_inputs(args, console)
-    runner = Runner(tree=tree, adapters=devices, seed=args.seed, repeat=args.repeat, et_src=args.et_src,
-                    repairs_from=repairs_before, route=args.route, limits_profile=args.limits_profile,
-                    timeout=args.timeout)
+    runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src,
+                    repairs_from=repairs_before)
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:

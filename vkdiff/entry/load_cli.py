@@ -26,7 +26,6 @@ def add_load_parser(sub) -> None:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """0 when every variant loaded or is NOT_SUPPORTED by a named lack; 1 when any failed to build or load."""
-    from vkdiff.device.adapters import transport
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
     from vkdiff.entry.terminal import UsageError, check_outputs, resolve_inputs
@@ -44,12 +43,12 @@ def cmd_load(args: argparse.Namespace) -> int:
     summaries, failed = {}, False
     try:
         for info, adapter in devices:
-            ctx = DeviceContext(info, adapter, builder)
+            ctx = DeviceContext(info, adapter, builder, settings=args.settings)
             results = []
             for result in load_variants(ctx, args.variants):
                 results.append(result)
                 if out is not None:
-                    out.write(json.dumps({"device": info.slug, "transport": transport(), **dataclasses.asdict(result)})
+                    out.write(json.dumps({"device": info.slug, "transport": args.settings.transport, **dataclasses.asdict(result)})
                               + "\n")
                     out.flush()
             summaries[info.slug] = summary = summarise(results)
@@ -57,7 +56,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
-    _print(summaries, transport(), args.json)
+    _print(summaries, args.settings.transport, args.json)
     return 1 if failed else 0
 
 

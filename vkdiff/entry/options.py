@@ -7,7 +7,9 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
+
+from vkdiff.datamodel.settings import RunSettings
 
 
 def parse_regex(text: str) -> str:
@@ -192,33 +194,29 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
     parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
 
 
-def apply_device_options(chosen: str | None, validate: str | None = None, mode: str | None = None,
-                         replays: int = 0, local_wg: str | None = None) -> None:
-    """``--transport``, ``--validate``, ``--mode graph --replays N`` and ``--local-wg`` into ``$VKDIFF_TRANSPORT``,
-    ``$VKDIFF_VALIDATE``, ``$VKDIFF_REPLAYS`` and ``$VKDIFF_LOCAL_WG``, which child processes and xdist workers
-    inherit."""
-    from vkdiff.device.adapters import TRANSPORT_ENV
-    from vkdiff.device.validation import VALIDATE_ENV
-    from vkdiff.device.workgroups import LOCAL_WG_ENV
-    from vkdiff.harness.device_models import REPLAYS_ENV
-
-    if local_wg:
-        os.environ[LOCAL_WG_ENV] = local_wg
-    if chosen:
-        os.environ[TRANSPORT_ENV] = chosen
-    if validate:
-        os.environ[VALIDATE_ENV] = validate
-    if mode == "graph":
-        os.environ[REPLAYS_ENV] = str(replays)
+SETTINGS = ("seed", "repeat", "route", "limits_profile", "timeout", "transport", "validate", "local_wg")
+"""Options that are run settings under the same name (``replays`` counts only with ``--mode graph``)."""
 
 
-def route_transport_problem(route: str | None) -> str | None:
-    """Why ``--route`` cannot run on this transport (one line, before device work), else None: a profile that asks
-    the device itself (``device``) needs raw Vulkan."""
-    from vkdiff.device.adapters import TRANSPORT_ENV
+def run_settings(options: Mapping[str, Any], prefix: str = "") -> RunSettings:
+    """The run's settings from its parsed options (``vars(args)``, or pytest's options with ``prefix`` ``vkdiff_``)
+    over the environment (``RunSettings.from_environment``): the one place an entry point builds them.
+
+    Raises:
+        SettingsError: an environment variable holds no setting (one line).
+    """
+    given = {name: options.get(prefix + name) for name in SETTINGS}
+    given["replays"] = options.get(prefix + "replays") if options.get(prefix + "mode") == "graph" else None
+    return RunSettings.from_environment(**given)
+
+
+def route_transport_problem(settings: RunSettings) -> str | None:
+    """Why ``--route`` cannot run on the run's transport (one line, before device work), else None: a profile that
+    asks the device itself (``device``) needs raw Vulkan."""
     from vkdiff.device.routing import profiles
 
-    if route and profiles().get(route, {}).get("from_device") and os.environ.get(TRANSPORT_ENV, "wgpu") != "vulkan":
+    route = settings.route
+    if route and profiles().get(route, {}).get("from_device") and settings.transport != "vulkan":
         return (f"--route {route} answers ET-VK's queries from the device's own Vulkan features, which wgpu does not "
                 f"report: add --transport vulkan")
     return None

@@ -19,7 +19,7 @@ import pytest
 from vkdiff.entry import hookspec
 
 from vkdiff.entry import pytest_args
-from vkdiff.entry.options import add_run_options, apply_device_options
+from vkdiff.entry.options import add_run_options
 from vkdiff.entry.session import SESSION_KEY, VkdiffSession
 
 PLUGIN_NAMES = ("vkdiff", __name__)
@@ -71,8 +71,6 @@ def pytest_configure(config) -> None:
         config.pluginmanager.register(XdistHooks(), "vkdiff-xdist")
     if not _enabled(config):
         return
-    apply_device_options(config.option.vkdiff_transport, config.option.vkdiff_validate, config.option.vkdiff_mode,
-                         config.option.vkdiff_replays, config.option.vkdiff_local_wg)
     session = VkdiffSession.from_config(config)
     config.stash[SESSION_KEY] = session
     for slug in session.device_slugs() + ["cpu", "none"]:

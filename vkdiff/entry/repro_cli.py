@@ -35,8 +35,8 @@ def cmd_repro(args) -> int:
     from vkdiff.harness.selection import tree_and_adapter
 
     case, prepared = _selected(args)
-    tree, adapter = tree_and_adapter(args.et_src, args.device)
-    ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile)
+    tree, adapter = tree_and_adapter(args.et_src, args.device, args.settings)
+    ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile, settings=args.settings)
     out = _kernel_folder(args, case, ctx) if case is not None else _node_folder(args, *prepared, ctx, tree.path)
     if out is None:
         return 1

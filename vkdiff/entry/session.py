@@ -129,6 +129,18 @@ def _ini_sample(config) -> int:
         raise pytest.UsageError(f"ini option vkdiff_sample: {exc}") from None
 
 
+def settings_or_usage_error(options: dict[str, Any]):
+    """The session's run settings from pytest's options (``--vkdiff-*``) over the environment; one line when a
+    variable holds no setting."""
+    from vkdiff.datamodel.settings import SettingsError
+    from vkdiff.entry.options import run_settings
+
+    try:
+        return run_settings(options, prefix="vkdiff_")
+    except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 class VkdiffSession:
     """Options, devices and result files of one process (controller or xdist worker)."""
 
@@ -137,12 +149,9 @@ class VkdiffSession:
         self.config = config
         self.cases_pattern: str | None = opt.vkdiff_cases
         self.selectors: list[str] = list(opt.vkdiff_device)
-        self.repeat: int = opt.vkdiff_repeat
-        self.timeout: float | None = opt.vkdiff_timeout
-        self.seed: int = opt.vkdiff_seed
+        self.settings = settings_or_usage_error(vars(opt))
+        self.seed: int = self.settings.seed
         self.sample: int = opt.vkdiff_sample if opt.vkdiff_sample is not None else _ini_sample(config)
-        self.route: str = opt.vkdiff_route
-        self.limits_profile: str | None = opt.vkdiff_limits_profile
         self.suite: str = opt.vkdiff_suite
         self.et_src: str | None = opt.et_src
         self.allow_empty: bool = opt.vkdiff_allow_empty
@@ -177,7 +186,7 @@ class VkdiffSession:
         from vkdiff.entry.options import output_problem, route_transport_problem
 
         problem = output_problem(self.results_dir, "--vkdiff-report" if self.report_dir else "results folder",
-                                 folder=True) or route_transport_problem(self.route)
+                                 folder=True) or route_transport_problem(self.settings)
         if problem:
             raise pytest.UsageError(problem)
         try:
@@ -204,15 +213,14 @@ class VkdiffSession:
         from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
 
         try:
-            return select(self.selectors)
+            return select(self.selectors, via=self.settings.transport, validate=self.settings.validate)
         except (NoAdapterError, UnknownDeviceError) as exc:
             raise pytest.UsageError(str(exc)) from None
 
     @functools.cached_property
     def runner(self) -> Runner:
         tree = self.tree or TreeChoice(path=None, note="no ExecuTorch tree was chosen for this session")
-        return Runner(tree=tree, adapters=self.adapters, seed=self.seed, repeat=self.repeat, et_src=self.et_src,
-                      route=self.route, limits_profile=self.limits_profile, timeout=self.timeout)
+        return Runner(tree=tree, adapters=self.adapters, settings=self.settings, et_src=self.et_src)
 
     def device_slugs(self) -> list[str]:
         return [info.slug for info, _ in self.adapters]

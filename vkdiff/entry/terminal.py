@@ -81,7 +81,7 @@ def resolve_inputs(args: argparse.Namespace, console):
 
     Each problem is one line (a usage error); the tree's note is printed once everything is valid.
     """
-    from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select, transport
+    from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
     from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.dispatch import has_baked_modules
     from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
@@ -90,11 +90,12 @@ def resolve_inputs(args: argparse.Namespace, console):
 
     try:
         ensure_cache_writable()
-        devices = select(args.device)
+        settings = args.settings
+        devices = select(args.device, via=settings.transport, validate=settings.validate)
         tree = choose_tree(args.et_src)
         if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
             glslc_version()
-        if tree.path is not None and devices and transport() == "wgpu" and not has_baked_modules():
+        if tree.path is not None and devices and settings.transport == "wgpu" and not has_baked_modules():
             spirv_opt()
     except (CacheUnwritableError, EtSourceError, GlslcMissingError, NoAdapterError, SpirvOptMissingError,
             UnknownDeviceError) as exc:

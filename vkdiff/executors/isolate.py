@@ -21,6 +21,7 @@ import traceback
 from typing import Any, Callable
 
 from vkdiff.datamodel import DEVICE_LOST_FLAG
+from vkdiff.datamodel.settings import RunSettings
 
 POLL_S = 0.05
 """How often the parent looks at the child's beacon while it waits for a result."""
@@ -34,7 +35,8 @@ class WorkerSpec:
     """Adapter slug (``vkdiff.device.adapters.select``)."""
     tree: str | None
     """ExecuTorch tree whose shaders the child builds."""
-    limits_profile: str | None = None
+    settings: RunSettings = RunSettings()
+    """The run's settings (limits profile, transport, validation, local workgroup size)."""
     setup: Callable[[], None] | None = None
     """A module-level function the child calls first (tests register their own ops with it)."""
 
@@ -56,9 +58,10 @@ def _open_context(spec: WorkerSpec):
     from vkdiff.device.build import ShaderBuilder
     from vkdiff.device.context import DeviceContext
 
-    info, adapter = select([spec.slug])[0]
+    settings = spec.settings
+    info, adapter = select([spec.slug], via=settings.transport, validate=settings.validate)[0]
     builder = ShaderBuilder(Path(spec.tree) if spec.tree else None)
-    return DeviceContext(info, adapter, builder, spec.limits_profile)
+    return DeviceContext(info, adapter, builder, settings.limits_profile, settings=settings)
 
 
 def _serve(conn, beacon, spec: WorkerSpec) -> None:

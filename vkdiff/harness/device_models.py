@@ -11,7 +11,6 @@ Catalogue model cases get here through their lowering (``prepare_model``); a use
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -86,18 +85,19 @@ def identity(case: ModelCase, repro: str = "") -> dict[str, Any]:
 
 
 def check_on_device(case: ModelCase, ctx, *, route_name: str = "native", tree=None, repro: str = "",
-                    tamper=None, repeat: int = 1) -> Result:
+                    tamper=None, repeat: int = 1, replays: int = 0) -> Result:
     """One model case's program on one device under a routing profile: one ``device`` result (never raises)."""
     return run_prepared(ctx, model=prepare_or_status(case), ident=identity(case, repro), route_name=route_name,
-                        tree=tree, tamper=tamper, repeat=repeat)
+                        tree=tree, tamper=tamper, repeat=repeat, replays=replays)
 
 
 def run_prepared(ctx, *, model: PreparedProgram | tuple[Status, str], ident: dict[str, Any],
-                 route_name: str = "native", tree=None, tamper=None, repeat: int = 1,
+                 route_name: str = "native", tree=None, tamper=None, repeat: int = 1, replays: int = 0,
                  keep: list | None = None) -> Result:
     """``check_on_device`` once the host has prepared the program: numpy, wgpu and (for host ops) torch.
 
-    ``tamper`` is host work after each node of delegate 0 (or ``{delegate: tamper}``); each call's
+    ``replays`` whole-graph replays follow the node-by-node run (``--mode graph``). ``tamper`` is host work after
+    each node of delegate 0 (or ``{delegate: tamper}``); each call's
     ``{delegate index: DelegateRun}`` is appended to ``keep`` when given (bisect and repro use them)."""
     from vkdiff.device.routing import route_for
 
@@ -109,20 +109,11 @@ def run_prepared(ctx, *, model: PreparedProgram | tuple[Status, str], ident: dic
     if isinstance(model, tuple):
         status, fields = model[0], dict(reason=model[1])
     else:
-        runs = run_program(model, ctx, route, tree=tree, tampers=tampers, repeat=repeat, replays=graph_replays(),
+        runs = run_program(model, ctx, route, tree=tree, tampers=tampers, repeat=repeat, replays=replays,
                            keep=keep)
         status, fields = judge_program(model, runs)
     fields.setdefault("metrics", {})["route"] = route.to_dict()
     return Result(status=status.name, seconds=round(time.perf_counter() - start, 3), **base, **fields)
-
-
-REPLAYS_ENV = "VKDIFF_REPLAYS"
-"""Set by ``--mode graph --replays N``: each model case's delegates also run N times whole (no probe between
-nodes); child processes and xdist workers inherit it."""
-
-
-def graph_replays() -> int:
-    return int(os.environ.get(REPLAYS_ENV) or 0)
 
 
 def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:

@@ -20,6 +20,7 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.adapters import DeviceInfo
 from vkdiff.device.trees import TreeChoice
 from vkdiff.harness.programs import ProgramCase
+from vkdiff.datamodel.settings import RunSettings
 from vkdiff.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result,
                                       Status, bucket_of)
 from vkdiff.verdicts.expectations import annotate
@@ -86,31 +87,25 @@ class Runner:
     Args:
         tree (TreeChoice): the run's ExecuTorch tree, or why it has none.
         adapters (Sequence[tuple[DeviceInfo, Any]]): the selected Vulkan adapters.
-        seed (int): session seed mixed into every case's input seed.
-        repeat (int): runs per kernel case; bitwise differences are ``NONDETERMINISTIC``.
+        settings (RunSettings): seed, repeats, routing and limits profiles, timeout (with one, device work runs in
+            a child process per device, ``vkdiff.executors.isolate``: a longer wait ends the case ``ERROR``, hang),
+            transport, validation, replays and local workgroup size.
         et_src (str | None): ``--et-src`` as given, for repro commands.
         repairs_from (int | None): index in the process's repair log from which ``new_repairs`` reports
             (the log's length before the tree was chosen); None: from now on.
-        route (str): routing profile of device runs (``vkdiff.device.routing``).
-        limits_profile (str | None): mobile limits every device is created with (``vkdiff.device.limits``).
-        timeout (float | None): run device work in a child process per device (``vkdiff.executors.isolate``); a
-            wait on the device longer than this many seconds ends the case ``ERROR`` (hang). None: in-process.
         setup (Callable | None): module-level function device workers call first (extra ops of a test).
     """
 
-    def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]], seed: int = 0,
-                 repeat: int = 1, et_src: str | None = None, repairs_from: int | None = None,
-                 route: str = "native", limits_profile: str | None = None, timeout: float | None = None,
+    def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]],
+                 settings: RunSettings = RunSettings(), et_src: str | None = None, repairs_from: int | None = None,
                  setup: Callable[[], None] | None = None):
         self.tree = tree
-        self.timeout = timeout
+        self.settings = settings
+        self.timeout, self.route, self.limits_profile = settings.timeout, settings.route, settings.limits_profile
+        self.seed, self.repeat = settings.seed, settings.repeat
         self.setup = setup
         self._workers: dict[str, DeviceWorker] = {}
-        self.route = route
-        self.limits_profile = limits_profile
         self.adapters = {info.slug: (info, adapter) for info, adapter in adapters}
-        self.seed = seed
-        self.repeat = repeat
         self.et_src = et_src
         self._builder: ShaderBuilder | None = None
         self._contexts: dict[str, DeviceContext] = {}
@@ -204,8 +199,7 @@ class Runner:
         from vkdiff.executors.isolate import DeviceWorker, WorkerSpec
 
         if device not in self._workers:
-            spec = WorkerSpec(slug=device, tree=str(self.tree.path), limits_profile=self.limits_profile,
-                              setup=self.setup)
+            spec = WorkerSpec(slug=device, tree=str(self.tree.path), settings=self.settings, setup=self.setup)
             self._workers[device] = DeviceWorker(spec, self.timeout)
         outcome = self._workers[device].call(fn, **kwargs)
         if not outcome.fault:
@@ -242,14 +236,14 @@ class Runner:
                           rule="device", knobs=self._knobs(case), reason=reason, repro=repro)
         if self.timeout is None:
             return check_on_device(case, self._context(device), route_name=self.route, tree=self.tree.path,
-                                   repro=repro, repeat=self.repeat)
+                                   repro=repro, repeat=self.repeat, replays=self.settings.replays)
         from vkdiff.harness.device_models import identity, prepare_or_status, run_prepared
 
         ident = identity(case, repro)
         return self._isolated(device, lambda status, **f: Result(device=device, status=status.name,
                                                                  **{**ident, "knobs": self._knobs(case)}, **f),
                               run_prepared, model=prepare_or_status(case), ident=ident, route_name=self.route,
-                              tree=self.tree.path, repeat=self.repeat)
+                              tree=self.tree.path, repeat=self.repeat, replays=self.settings.replays)
 
     def _run_program(self, case: ProgramCase, device: str, repro: str) -> Result:
         """A prepared program on a device (``vkdiff check``, ``--from-artifacts``): no lowering here."""
@@ -262,9 +256,9 @@ class Runner:
         if self.timeout is not None:
             return self._isolated(device, lambda status, **f: Result(device=device, status=status.name, **ident, **f),
                                   run_prepared, model=case.model, ident=ident, route_name=self.route,
-                                  tree=self.tree.path, repeat=self.repeat)
+                                  tree=self.tree.path, repeat=self.repeat, replays=self.settings.replays)
         return run_prepared(self._context(device), model=case.model, ident=ident, route_name=self.route,
-                            tree=self.tree.path, repeat=self.repeat)
+                            tree=self.tree.path, repeat=self.repeat, replays=self.settings.replays)
 
     def _knobs(self, case: ModelCase) -> dict:
         knobs = {**case.knobs, "route": self.route}
@@ -274,7 +268,8 @@ class Runner:
         if slug not in self._contexts:
             from vkdiff.device.context import DeviceContext
 
-            self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder, self.limits_profile)
+            self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder, self.limits_profile,
+                                                 settings=self.settings)
         return self._contexts[slug]
 
     def _prepared(self, case: KernelCase) -> Prepared | None:

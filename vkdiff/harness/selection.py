@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vkdiff.datamodel.settings import RunSettings
+
 import re
 
 
@@ -24,14 +26,15 @@ def find_case(case_id: str):
     return found[0]
 
 
-def tree_and_adapter(et_src: str | None, device: str | None):
-    """The tree (``--et-src``) and the adapter (``--device``, else the first), checked before any device work."""
+def tree_and_adapter(et_src: str | None, device: str | None, settings: RunSettings):
+    """The tree (``--et-src``) and the adapter (``--device``, else the first, through the run's transport), checked
+    before any device work."""
     from vkdiff.device.adapters import UnknownDeviceError, select
     from vkdiff.device.trees import EtSourceError, choose_tree
 
     try:
         tree = choose_tree(et_src)
-        adapters = select([device] if device else [])
+        adapters = select([device] if device else [], via=settings.transport, validate=settings.validate)
     except (EtSourceError, UnknownDeviceError) as exc:
         raise SelectionError(str(exc)) from None
     if tree.path is None:
