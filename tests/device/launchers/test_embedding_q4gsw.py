@@ -16,6 +16,7 @@ from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.embedding_q4gsw import OP, embedding_q4gsw_impl
 from vkdiff.device.launchers.quantized_linear import quantized_linear_impl
 from vkdiff.executors.op_graph import run_op
+from vkdiff.executors import references
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]
@@ -36,7 +37,7 @@ def test_case_passes(et_ctx, case):
 def test_wrong_nibble_convention_fails(et_ctx, monkeypatch):
     """The table's bytes read in the other convention (is_linear_weight flipped): every odd/even pair swaps."""
     (case,) = all_cases(r"^embedding_q4gsw\[V256-D64-g32-T7-fp32-buffer\]$")
-    prepare = kernels.prepare_case
+    prepare = references.prepare_case
 
     def flipped(c, session_seed=0):
         prepared = prepare(c, session_seed)

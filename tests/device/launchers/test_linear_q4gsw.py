@@ -17,6 +17,8 @@ from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
 from vkdiff.device.launchers.quantized_linear import OP_Q4GSW as OP, quantized_linear_impl
 from vkdiff.executors.op_graph import run_op
+from vkdiff.executors import references
+from vkdiff.executors import kernel as executor
 from vkdiff.harness import kernels
 
 pytestmark = [requires_tree, requires_vulkan]
@@ -50,7 +52,7 @@ def test_v1_3_1_tree_passes(et_tree_v131, m):
 
 def _corrupt(monkeypatch, corrupt):
     """The launcher sees ``corrupt(args)``; the reference keeps the true arguments."""
-    prepare = kernels.prepare_case
+    prepare = references.prepare_case
 
     def prepare_corrupted(case, session_seed=0):
         prepared = prepare(case, session_seed)
@@ -106,9 +108,9 @@ def test_repeat_runs_are_deterministic(et_ctx):
 
 def test_numpy_wrapper_matches_the_generic_runner(et_ctx):
     """``run_op`` of the ``QuantizedLinear.cpp`` port on the case's arguments is the case's own launch: identical bits."""
-    prepared = kernels.prepare_case(CASE)
+    prepared = references.prepare_case(CASE)
     direct = run_op(et_ctx, OP, prepared.args, storage="buffer", impl="QuantizedLinear.cpp")
-    generic = kernels.launch(et_ctx, CASE, prepared)
+    generic = executor.launch(et_ctx, CASE, prepared)
     np.testing.assert_array_equal(direct.output, generic.output)
     assert direct.variant == generic.variant == "linear_q4gsw_tiled_buffer_texture2d_float"
 
@@ -124,7 +126,7 @@ def test_registered_with_its_port(et_tree, et_tree_v131):
 
 def test_two_consumers_of_one_weight_prepack_it_once(et_ctx):
     """ET-VK's prepack cache is keyed by (constant, kernel): a weight shared by two linears is packed once."""
-    prepared = kernels.prepare_case(CASE)
+    prepared = references.prepare_case(CASE)
     args = prepared.args
     graph = ComputeGraph(et_ctx)
     weights = TensorRef(id=7, data=args["weights"])

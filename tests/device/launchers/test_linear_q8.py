@@ -12,7 +12,10 @@ import pytest
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Status
+from vkdiff.executors import references
+from vkdiff.executors import kernel as executor
 from vkdiff.harness import kernels
+from vkdiff.verdicts.kernels import record_launch
 
 pytestmark = [requires_tree, requires_vulkan]
 
@@ -60,10 +63,10 @@ def test_prepack_and_quantize_shaders(et_ctx):
 def _corrupted(et_ctx, case_id: str, corrupt) -> str:
     """The launcher sees ``corrupt(args)``; the reference keeps the true arguments."""
     case = _case(case_id)
-    prepared = kernels.prepare_case(case)
+    prepared = references.prepare_case(case)
     wrong = dataclasses.replace(prepared, args=corrupt(dict(prepared.args)))
     result = kernels.base_result(case, et_ctx.info.slug, Status.ERROR)
-    kernels.record_launch(result, kernels.launch(et_ctx, case, wrong), prepared)
+    record_launch(result, executor.checked(case.op, executor.launch(et_ctx, case, wrong), prepared))
     return result.status
 
 
@@ -85,11 +88,11 @@ def test_a_corrupted_constant_fails_numeric(et_ctx, case_id, corrupt):
 def test_tiled_shader_is_fixed_while_the_global_size_follows_m(et_ctx):
     """Built at M = 13 (``_o4x1``), run at 12: the variant stays, the global size counts 3-row tiles."""
     case = _case("weight_int8pack_mm[M13-K64-N64-fp32-buffer-tiled_o4x1]")
-    prepared = kernels.prepare_case(case)
-    graph = kernels.build(et_ctx, case, prepared)
+    prepared = references.prepare_case(case)
+    graph = executor.build(et_ctx, case, prepared)
     graph.launch()
     smaller = dataclasses.replace(case, shape=(("M", 12), ("K", 64), ("N", 64)))
-    graph.resize({**prepared.args, "self": kernels.prepare_case(smaller).args["self"]})
+    graph.resize({**prepared.args, "self": references.prepare_case(smaller).args["self"]})
     node = next(n for n in graph.graph.execute_nodes if n.picked and n.picked[0].startswith("linear_qcs8w"))
     shader, global_wg, _ = node.picked
     assert shader.endswith("_o4x1") and global_wg == (16 * 4, 1, 1)

@@ -16,6 +16,8 @@ from vkdiff.executors.op_graph import run_op
 from vkdiff.device.launchers.rms_norm import rms_norm
 from vkdiff.device.launchers.rotary_embedding import apply_rotary_emb, apply_rotary_emb_hf
 from vkdiff.device.layouts import unwritten_mask
+from vkdiff.executors import references
+from vkdiff.executors import kernel as executor
 from vkdiff.harness import kernels
 from vkdiff.reference import llm
 from vkdiff.verdicts import expectations
@@ -58,8 +60,8 @@ def test_suite_covers_the_tiny_llama_shapes_and_both_dtypes_and_storages():
 def test_rotary_buffer_half_computes_in_half(et_ctx):
     """``VEC4_T`` is ``f16vec4`` on buffers: each product and sum rounds to float16, bit for bit."""
     (case,) = all_cases(r"^apply_rotary_emb\[T7-Hq8-Hkv2-D128-fp16-buffer\]$")
-    prepared = kernels.prepare_case(case)
-    launched = kernels.launch(et_ctx, case, prepared)
+    prepared = references.prepare_case(case)
+    launched = executor.launch(et_ctx, case, prepared)
     h, args = np.float16, prepared.args
     cos, sin = args["freqs_cos"][None, :, None, :], args["freqs_sin"][None, :, None, :]
     for out, x in zip(launched.output, (args["xq"], args["xk"])):
