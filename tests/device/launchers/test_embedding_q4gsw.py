@@ -16,6 +16,7 @@ from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers.embedding_q4gsw import OP, embedding_q4gsw_impl
 from vkdiff.device.launchers.quantized_linear import quantized_linear_impl
 from vkdiff.executors.op_graph import run_op
+from vkdiff.executors import kernel as executor
 from vkdiff.executors import references
 from vkdiff.harness import kernels
 
@@ -43,7 +44,7 @@ def test_wrong_nibble_convention_fails(et_ctx, monkeypatch):
         prepared = prepare(c, session_seed)
         return dataclasses.replace(prepared, args=dict(prepared.args, is_linear_weight=True))
 
-    monkeypatch.setattr(kernels, "prepare_case", flipped)
+    monkeypatch.setattr(executor, "prepare_case", flipped)
     result = kernels.run_case(et_ctx, case)
     assert result.status == Status.FAIL_NUMERIC.name and result.metrics["sqnr_db"] < 10
 

@@ -58,7 +58,7 @@ def _corrupt(monkeypatch, corrupt):
         prepared = prepare(case, session_seed)
         return dataclasses.replace(prepared, args=corrupt(dict(prepared.args)))
 
-    monkeypatch.setattr(kernels, "prepare_case", prepare_corrupted)
+    monkeypatch.setattr(executor, "prepare_case", prepare_corrupted)
 
 
 def test_scales_in_untransposed_order_fail_numeric(et_ctx, monkeypatch):
