@@ -37,6 +37,8 @@ REPORTED_LIMITS = (
 )
 """Limits that decide whether an ET-VK dispatch fits; all are requested at the adapter's maximum."""
 
+REPORTS_DEVICE_FEATURES = {"wgpu": False, "vulkan": True}
+"""Whether a transport's adapters report the device's own Vulkan features (what a ``from_device`` route reads)."""
 ADAPTER_ENV = "VKDIFF_DEVICE"
 """Adapter selector when no ``--device`` is given (read where the run selects its adapters)."""
 

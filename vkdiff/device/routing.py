@@ -43,9 +43,12 @@ def profiles() -> dict[str, dict[str, Any]]:
 
 
 def usable_profiles(transport: str) -> list[str]:
-    """The profiles ``transport`` can resolve (a ``from_device`` one needs raw Vulkan): what a sweep tries."""
-    raw = transport == "vulkan"
-    return [name for name, profile in profiles().items() if raw or not profile.get("from_device")]
+    """The profiles ``transport`` can resolve (a ``from_device`` one needs the device's own features): what a sweep
+    tries."""
+    from vkdiff.device.adapters import REPORTS_DEVICE_FEATURES
+
+    own = REPORTS_DEVICE_FEATURES[transport]
+    return [name for name, profile in profiles().items() if own or not profile.get("from_device")]
 
 
 class UnknownRouteError(ValueError):

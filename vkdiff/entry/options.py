@@ -213,10 +213,11 @@ def run_settings(options: Mapping[str, Any], prefix: str = "") -> RunSettings:
 def route_transport_problem(settings: RunSettings) -> str | None:
     """Why ``--route`` cannot run on the run's transport (one line, before device work), else None: a profile that
     asks the device itself (``device``) needs raw Vulkan."""
+    from vkdiff.device.adapters import REPORTS_DEVICE_FEATURES
     from vkdiff.device.routing import profiles
 
     route = settings.route
-    if route and profiles().get(route, {}).get("from_device") and settings.transport != "vulkan":
+    if route and profiles().get(route, {}).get("from_device") and not REPORTS_DEVICE_FEATURES[settings.transport]:
         return (f"--route {route} answers ET-VK's queries from the device's own Vulkan features, which wgpu does not "
                 f"report: add --transport vulkan")
     return None
