@@ -15,7 +15,7 @@ KERNELS = r"^linear_q4gsw\[M1-K64-N40-g32-fp32-"
 @pytest.fixture
 def no_adapters(monkeypatch):
     """Adapter discovery that finds nothing (a broken loader, a missing driver, a regression in vkdiff)."""
-    monkeypatch.setattr(adapters, "enumerate_adapters", lambda backend="Vulkan", via=None: [])
+    monkeypatch.setattr(adapters, "enumerate_adapters", lambda backend="Vulkan", via="wgpu", validate="": [])
 
 
 def test_the_cli_refuses_in_one_line_when_a_device_is_promised(no_adapters, monkeypatch, capsys, tmp_path):
@@ -42,7 +42,7 @@ def test_a_tree_without_an_adapter_is_not_a_green_run(no_adapters, monkeypatch, 
 def test_a_discovery_error_is_never_no_adapters(monkeypatch):
     from tests import testutils
 
-    def broken(backend="Vulkan", via=None):
+    def broken(backend="Vulkan", via="wgpu", validate=""):
         raise RuntimeError("vkEnumeratePhysicalDevices: VK_ERROR_INITIALIZATION_FAILED")
 
     monkeypatch.setattr(adapters, "enumerate_adapters", broken)
@@ -53,7 +53,7 @@ def test_a_discovery_error_is_never_no_adapters(monkeypatch):
 def test_a_pytest_session_that_finds_no_adapter_fails_in_one_line(pytester, monkeypatch):
     """What ``.ci/run`` sees with a vkdiff whose adapter discovery returns nothing."""
     monkeypatch.setenv(adapters.REQUIRE_ENV, "1")
-    pytester.makeconftest("import vkdiff.device.adapters as a\na.enumerate_adapters = lambda backend='Vulkan', via=None: []\n")
+    pytester.makeconftest("import vkdiff.device.adapters as a\na.enumerate_adapters = lambda backend='Vulkan', via='wgpu', validate='': []\n")
     result = pytester.runpytest_subprocess("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS,
                                            "--et-src=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
