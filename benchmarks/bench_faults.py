@@ -1,7 +1,7 @@
 """Fault-detection power: the share of planted faults each quantized kernel family's verdict catches.
 
 For every family and dtype, up to ``--cases`` suite cases whose clean run passes are
-taken (seeded shuffle); ``--trials`` faults of each kind (``vkdiff.harness.planted``)
+taken (seeded shuffle); ``--trials`` faults of each kind (``vkdiff.tools.planted``)
 are planted round-robin over them, and each launch is judged twice: by the tolerance
 policy alone (vkdiff before arithmetic models) and with the variant's declared
 arithmetic (vkdiff now). Clean runs that fail under either policy are listed: on a
@@ -23,11 +23,11 @@ import time
 import numpy as np
 
 from vkdiff.cases.kernels import all_cases
-from vkdiff.device.adapters import select
-from vkdiff.device.build import ShaderBuilder
-from vkdiff.device.context import DeviceContext
-from vkdiff.device.trees import resolve_et_src
-from vkdiff.harness import planted
+from vkdiff.device.transports.adapters import select
+from vkdiff.device.shaders.build import ShaderBuilder
+from vkdiff.device.runtime.context import DeviceContext
+from vkdiff.device.shaders.trees import resolve_et_src
+from vkdiff.tools import planted
 
 FAMILIES = ("linear_q4gsw", "linear_q4gsw_tiled", "linear_dq8ca_q4gsw", "embedding_q4gsw")
 """Case names of the quantized kernel families (``linear_q4gsw_tiled``: ``QuantizedLinear.cpp``'s path)."""

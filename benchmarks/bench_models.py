@@ -39,7 +39,7 @@ from pathlib import Path
 def model_cases(pattern: str | None, module: str | None, recipe: str) -> list:
     """The catalogue's Vulkan model cases matching ``pattern`` (none when only ``module`` is asked), and ``module``."""
     from vkdiff.cases.catalog import all_model_cases
-    from vkdiff.harness.programs import module_case
+    from vkdiff.subjects.programs import module_case
 
     cases = [] if module and pattern is None else [c for c in all_model_cases(pattern)
                                                    if c.partitioner.startswith("vulkan")]
@@ -49,7 +49,7 @@ def model_cases(pattern: str | None, module: str | None, recipe: str) -> list:
 def prepared_models(cases: list, load: Path | None, pattern: str | None) -> list:
     """``PreparedProgram`` of each case from an artifacts folder, or prepared here (needs torch and executorch)."""
     if load is not None:
-        from vkdiff.harness.artifacts import load as load_artifacts
+        from vkdiff.subjects.artifacts import load as load_artifacts
 
         return [a.model for a in load_artifacts(load, pattern) if not isinstance(a.model, tuple)]
     from vkdiff.harness.device_models import prepare_model
@@ -76,10 +76,10 @@ def decode_step(model, ctx, route, et_src: Path, repeat: int) -> tuple[float, fl
 
 def bench(models: list, et_src: Path, route: str, repeat: int, results: Path | None,
           limits_profile: str | None = None) -> None:
-    from vkdiff.device.adapters import select
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
-    from vkdiff.device.routing import route_for
+    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
+    from vkdiff.device.runtime.routing import route_for
     from vkdiff.datamodel import Result, versions
     from vkdiff.executors.program_runs import run_program
     from vkdiff.verdicts.program_runs import judge_program
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--et-src", type=Path, help="extracted ExecuTorch tree (needed unless --save)")
     parser.add_argument("--cases", default=None, help="regex over case ids")
     parser.add_argument("--route", default="native")
-    parser.add_argument("--limits-profile", default=None, help="mobile limits profile (vkdiff/device/limits.toml)")
+    parser.add_argument("--limits-profile", default=None,
+                        help="mobile limits profile (vkdiff/device/transports/limits.toml)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--module", default=None, help="also a module factory, FILE.py:function")
     parser.add_argument("--recipe", default="4w", help="recipe of --module")
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, help="append verdicts to this results file")
     args = parser.parse_args(argv)
     if args.save:
-        from vkdiff.harness.artifacts import save
+        from vkdiff.subjects.artifacts import save
 
         cases = model_cases(args.cases, args.module, args.recipe)
         for case in cases:

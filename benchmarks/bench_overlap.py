@@ -17,8 +17,8 @@ import time
 
 from vkdiff.cases.kernels import all_cases
 from vkdiff.cases.sampling import sampled
-from vkdiff.device.adapters import select
-from vkdiff.device.trees import choose_tree
+from vkdiff.device.transports.adapters import select
+from vkdiff.device.shaders.trees import choose_tree
 from vkdiff.executors import references
 from vkdiff.harness.runner import Runner
 

@@ -30,12 +30,12 @@ import time
 from typing import Callable, Iterator
 
 from vkdiff.cases.kernels import KernelCase, all_cases
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.graph import compute
-from vkdiff.device.adapters import select
-from vkdiff.device.build import ShaderBuilder
-from vkdiff.device.context import DeviceContext
-from vkdiff.device.trees import resolve_et_src
+from vkdiff.device.transports.adapters import select
+from vkdiff.device.shaders.build import ShaderBuilder
+from vkdiff.device.runtime.context import DeviceContext
+from vkdiff.device.shaders.trees import resolve_et_src
 from vkdiff.executors import references
 from vkdiff.harness import kernels
 from vkdiff.datamodel import CACHE_ENV

@@ -49,11 +49,11 @@ def replay(model, ctx, route, et_src: Path, replays: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vkdiff.device.adapters import select
+    from vkdiff.device.transports.adapters import select
     from vkdiff.device.boundary import DeviceError
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
-    from vkdiff.device.routing import route_for
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
+    from vkdiff.device.runtime.routing import route_for
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--et-src", type=Path, required=True)

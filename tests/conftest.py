@@ -43,7 +43,7 @@ def rng(request):
 @pytest.fixture(scope="session")
 def gpu():
     """A wgpu device on the first Vulkan adapter (lavapipe in CI)."""
-    from vkdiff.device.adapters import create_device
+    from vkdiff.device.transports.adapters import create_device
 
     found = first_adapter()
     if found is None:
@@ -54,13 +54,13 @@ def gpu():
 
 @pytest.fixture(scope="session")
 def pipelines(gpu):
-    from vkdiff.device.dispatch import PipelineCache
+    from vkdiff.device.shaders.dispatch import PipelineCache
 
     return PipelineCache(gpu)
 
 
 def _pinned_tree(name: str):
-    from vkdiff.device.trees import resolve_et_src
+    from vkdiff.device.shaders.trees import resolve_et_src
 
     tarball = pinned_tarball(name)
     if tarball is None:
@@ -71,7 +71,7 @@ def _pinned_tree(name: str):
 @pytest.fixture(scope="session")
 def et_tree():
     """The ExecuTorch main tree (the pinned one, else what ``vkdiff run`` would use), extracted once into the cache."""
-    from vkdiff.device.trees import resolve_et_src
+    from vkdiff.device.shaders.trees import resolve_et_src
 
     source, why = main_tree()
     if source is None:
@@ -88,8 +88,8 @@ def et_tree_v131():
 @pytest.fixture(scope="session")
 def et_ctx(et_tree):
     """A DeviceContext on the first adapter with the pinned main tree's shaders."""
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
 
     found = first_adapter()
     if found is None:

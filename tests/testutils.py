@@ -26,7 +26,7 @@ def vulkan_adapters():
     and none exists, or $VKDIFF_DEVICE matches none, the reason is kept in ``UNUSABLE`` and the session fails at
     configure time with that one line (``tests/conftest.py``).
     """
-    from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
+    from vkdiff.device.transports.adapters import NoAdapterError, UnknownDeviceError, select
 
     try:
         return tuple(select())
@@ -80,7 +80,7 @@ def main_tree() -> tuple[str | None, str]:
     tarball = pinned_tarball("main")
     if tarball is not None:
         return str(tarball), ""
-    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
 
     try:
         choice = choose_tree(None)
@@ -120,7 +120,7 @@ def coverage_gaps(tree: Path, *cpp_files: str) -> tuple[set[str], dict[str, list
     from vkdiff import reference
     from vkdiff.cases.kernels import load_suites
     from vkdiff.device.launchers import LAUNCHERS
-    from vkdiff.harness.coverage import REGISTER
+    from vkdiff.tools.coverage import REGISTER
 
     impl = tree / "backends/vulkan/runtime/graph/ops/impl"
     registered = {op for name in cpp_files for op in REGISTER.findall((impl / name).read_text())}

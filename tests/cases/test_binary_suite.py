@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import binary
+from vkdiff.cases.kernel_suites.tensor import binary
 from vkdiff.cases.kernels import all_cases, load_suites
 from vkdiff.device.launchers import LAUNCHERS
 
@@ -43,7 +43,7 @@ def test_edges():
 
 
 def test_every_op_full_cpp_registers_is_covered_and_fills_reach_overflow(et_tree):
-    from vkdiff.cases.kernel_suites import full
+    from vkdiff.cases.kernel_suites.tensor import full
 
     source = (et_tree / "backends/vulkan/runtime/graph/ops/impl/Full.cpp").read_text()
     registered = set(re.findall(r"VK_REGISTER_OP\(([\w.]+),", source))

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import conv, grid
+from vkdiff.cases.kernel_suites.nn import conv
+from vkdiff.cases.kernel_suites.tensor import grid
 from vkdiff.cases.kernels import all_cases, load_suites, suite_of
 from vkdiff.datamodel import schema_of
 from vkdiff.device.launchers import LAUNCHERS

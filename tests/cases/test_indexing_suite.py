@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import indexing, scalar_ops
+from vkdiff.cases.kernel_suites.tensor import indexing, scalar_ops
 from vkdiff.cases.kernels import all_cases, load_suites
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
 from vkdiff.device.launchers.index_select import get_dim_idx

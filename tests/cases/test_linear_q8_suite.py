@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from tests.testutils import coverage_gaps
-from vkdiff.cases.kernel_suites import linear_q8
+from vkdiff.cases.kernel_suites.quantized import linear_q8
 from vkdiff.cases.kernels import all_cases, below_bound, suite_of
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers.quantized_linear_qcsnw import can_use_tiled_impl, tile_rows
-from vkdiff.device.routing import profiles
+from vkdiff.device.runtime.routing import profiles
 
 QCSNW = r"^(weight_int8pack_mm|linear_qcs4w)\["
 Q8 = r"^(linear_q8csw|linear_q8ta_q8csw)\["
@@ -109,7 +109,7 @@ def test_int8_weights_hold_the_extreme_codes():
 def test_zero_points_reach_the_int8_extremes(edge, zero):
     args = _args(_case(f"linear_q8ta_q8csw[M8-K64-N16-fp32-buffer-int8-{edge}]"))
     assert args["input_zero_point"] == zero
-    from vkdiff.reference.quant import quantize_per_tensor
+    from vkdiff.reference.quantized.quant import quantize_per_tensor
 
     q = quantize_per_tensor(args["x"], args["input_scale"], zero)
     assert ((args["x"] >= 0).all() and q.min() == -128) if edge == "zp_lo" else ((args["x"] <= 0).all() and
@@ -117,7 +117,7 @@ def test_zero_points_reach_the_int8_extremes(edge, zero):
 
 
 def test_saturating_scales_clip_most_activation_codes():
-    from vkdiff.reference.quant import quantize_per_tensor
+    from vkdiff.reference.quantized.quant import quantize_per_tensor
 
     args = _args(_case("linear_q8ta_q8csw[M8-K64-N16-fp32-buffer-int8-saturate]"))
     q = quantize_per_tensor(args["x"], args["input_scale"], args["input_zero_point"]).astype(int)

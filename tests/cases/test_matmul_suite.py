@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.testutils import coverage_gaps
-from vkdiff.cases.kernel_suites import matmul
+from vkdiff.cases.kernel_suites.nn import matmul
 from vkdiff.cases.kernels import all_cases
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers import LAUNCHERS

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import movement
+from vkdiff.cases.kernel_suites.tensor import movement
 from vkdiff.cases.kernels import all_cases, load_suites, suite_of
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers import LAUNCHERS

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tests.testutils import coverage_gaps
-from vkdiff.cases.kernel_suites import pool
+from vkdiff.cases.kernel_suites.nn import pool
 from vkdiff.cases.kernels import all_cases
-from vkdiff.reference.pool import pool_output_size
+from vkdiff.reference.tensor.pool import pool_output_size
 
 POOLS = r"^(max_pool2d|max_pool2d_with_indices|avg_pool2d)\["
 UPSAMPLES = r"^upsample_(nearest|bilinear)2d\["

@@ -12,12 +12,12 @@ import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import q8ta_conv as suite
+from vkdiff.cases.kernel_suites.quantized import q8ta_conv as suite
 from vkdiff.cases.kernels import below_bound, load_suites, suite_of
 from vkdiff.datamodel import Status, schema_of
 from vkdiff.device.launchers import LAUNCHERS, q8ta_conv2d, q8ta_conv2d_dw, q8ta_conv2d_transposed
 from vkdiff.harness import kernels
-from vkdiff.reference import q8ta_conv as ref
+from vkdiff.reference.quantized import q8ta_conv as ref
 
 FILES = ("Q8taConv2d.cpp", "Q8taConv2dPW.cpp", "Q8taConv2dIm2Col.cpp", "Q8taConv2dDW.cpp", "Q8taConv2dTransposed.cpp")
 OPS = (suite.CONV, suite.GENERAL, suite.IM2COL, suite.PW, suite.DW, suite.TRANSPOSED)
@@ -119,7 +119,7 @@ def test_arguments_follow_the_schemas_and_the_pattern():
 
 
 def test_the_suites_pattern_layouts_are_the_references():
-    """The suite writes weights as ``vkdiff.reference.q8ta_conv`` does (which is checked against the pattern)."""
+    """The suite writes weights as ``vkdiff.reference.quantized.q8ta_conv`` does (which is checked against the pattern)."""
     rng = np.random.default_rng(5)
     for op in OPS:
         case = next(c for c in _cases(op) if c.sizes["g"] > 1 or op == suite.DW)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.testutils import coverage_gaps, requires_tree, requires_vulkan
-from vkdiff.cases.kernel_suites import q8ta_elementwise as q8e
+from vkdiff.cases.kernel_suites.quantized import q8ta_elementwise as q8e
 from vkdiff.cases.kernels import all_cases, below_bound, suite_of
 from vkdiff.datamodel import schema_of
 from vkdiff.device.boundary import EtVkRefusal
@@ -24,7 +24,7 @@ from vkdiff.device.launchers.q8ta_pixel_shuffle import _check_tensors, passthrou
 from vkdiff.device.launchers.quantize_dequantize import _check_int8x4
 from vkdiff.device.launchers.q8ta_unary import check_same_packing
 from vkdiff.harness.kernels import run_case
-from vkdiff.reference.q8ta_elementwise import q8ta_add_op
+from vkdiff.reference.quantized.q8ta_elementwise import q8ta_add_op
 
 OPS = {q8e.QUANTIZE: "quantize_per_tensor", q8e.DEQUANTIZE: "dequantize_per_tensor", q8e.RELU: "q8ta_relu",
        q8e.ADD: "q8ta_add", q8e.PIXEL_SHUFFLE: "q8ta_pixel_shuffle"}

@@ -10,7 +10,7 @@ import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import q8ta_linear as suite
+from vkdiff.cases.kernel_suites.quantized import q8ta_linear as suite
 from vkdiff.cases.kernels import all_cases, below_bound, load_suites
 from vkdiff.datamodel import schema_of
 from vkdiff.device.launchers import LAUNCHERS

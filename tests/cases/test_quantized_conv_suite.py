@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import quantized_conv as qc
+from vkdiff.cases.kernel_suites.quantized import quantized_conv as qc
 from vkdiff.cases.kernels import below_bound, load_suites, suite_of
 from vkdiff.datamodel import schema_of
 from vkdiff.device.launchers import LAUNCHERS
 from vkdiff.device.launchers.quantized_convolution import (create_conv2d_params, is_s1p0d1_pointwise,
                                                           should_use_im2col, spec_constants)
-from vkdiff.reference.quant import quantize_per_tensor
+from vkdiff.reference.quantized.quant import quantize_per_tensor
 
 OPS = (qc.Q8CSW, qc.Q8TA, qc.Q8TO, qc.Q8TO_DW)
 TEST_ONLY = "etvk.test_conv2d_q8ta_q8csw_q8to.default"

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import norm, reduce
+from vkdiff.cases.kernel_suites.nn import norm
+from vkdiff.cases.kernel_suites.tensor import reduce
 from vkdiff.cases.kernels import all_cases, load_suites
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers import LAUNCHERS

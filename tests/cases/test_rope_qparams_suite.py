@@ -11,7 +11,8 @@ import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import choose_qparams, rotary_interleaved
+from vkdiff.cases.kernel_suites.quantized import choose_qparams
+from vkdiff.cases.kernel_suites.nn import rotary_interleaved
 from vkdiff.cases.kernels import all_cases, below_bound, load_suites
 from vkdiff.datamodel import schema_of
 from vkdiff.device.launchers import LAUNCHERS

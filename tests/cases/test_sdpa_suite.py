@@ -10,7 +10,7 @@ import types
 import numpy as np
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import sdpa
+from vkdiff.cases.kernel_suites.nn import sdpa
 from vkdiff.cases.kernels import all_cases, below_bound, load_suites
 from vkdiff.device.launchers import LAUNCHERS
 from vkdiff.device.launchers.sdpa import (
@@ -18,7 +18,7 @@ from vkdiff.device.launchers.sdpa import (
     custom_sdpa_route,
     pick_fused_qk_shader,
 )
-from vkdiff.device.routing import profiles
+from vkdiff.device.runtime.routing import profiles
 
 
 def _args(case) -> dict:

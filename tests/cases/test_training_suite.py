@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.testutils import coverage_gaps
-from vkdiff.cases.kernel_suites import training
+from vkdiff.cases.kernel_suites.nn import training
 from vkdiff.cases.kernels import all_cases, suite_of
 
 CPP = ("AdamwStep.cpp", "LinearDw.cpp", "FusedCe.cpp", "QuantizedLinearBackward.cpp")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vkdiff import reference
-from vkdiff.cases.kernel_suites import unary
+from vkdiff.cases.kernel_suites.tensor import unary
 from vkdiff.cases.kernels import all_cases, load_suites
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers import LAUNCHERS

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel.settings import RunSettings
-from vkdiff.device.adapters import select
-from vkdiff.device.build import ShaderBuilder
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.transports.adapters import select
+from vkdiff.device.shaders.build import ShaderBuilder
+from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph import compute, sync
 from vkdiff.harness.kernels import run_case
 

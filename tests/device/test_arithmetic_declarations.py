@@ -6,7 +6,7 @@ import pytest
 
 from vkdiff.datamodel import Arithmetic
 from vkdiff.device.launchers.utils import arithmetic
-from vkdiff.device.ports import stale_files
+from vkdiff.device.shaders.ports import stale_files
 
 
 @pytest.mark.parametrize("variant, declared", [

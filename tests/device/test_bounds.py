@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.testutils import compile_glsl, requires_glslc, requires_tree
-from vkdiff.device.bounds import UncheckedAccess, unchecked_accesses
+from vkdiff.device.shaders.bounds import UncheckedAccess, unchecked_accesses
 
 pytestmark = pytest.mark.skipif(shutil.which("spirv-dis") is None, reason="NOT_RUN: spirv-dis missing (apt spirv-tools)")
 
@@ -24,8 +24,8 @@ def test_an_unguarded_write_is_flagged_and_a_guarded_or_clamped_one_is_not():
 def test_the_pinned_tree_guards_its_elementwise_writes_and_flags_the_single_element_ones(et_tree, tmp_path):
     """A binary op returns past its limits (guarded); ``scalar_tensor`` writes element 0 with no check (flagged).
     Taking the early return out of a copy of the unary shader makes its write unchecked."""
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.trees import GLSL_SUBDIR
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.shaders.trees import GLSL_SUBDIR
 
     pinned = ShaderBuilder(et_tree)
     assert unchecked_accesses(pinned.build("binary_add_texture3d_float").spv) == []

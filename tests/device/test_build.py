@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_glslc, requires_vulkan
-from vkdiff.device import build, resources
-from vkdiff.device.dispatch import dispatch
+from vkdiff.device.shaders import build
+from vkdiff.device.runtime import resources
+from vkdiff.device.shaders.dispatch import dispatch
 
 FAKE_TREE = Path(__file__).parent / "fake_tree"
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tests.testutils import compile_glsl, requires_test_spirv, requires_vulkan
-from vkdiff.device import layouts, resources
+from vkdiff.device.runtime import layouts, resources
 from vkdiff.device.boundary import DeviceLimitError, DispatchError, ShaderLoadError, ShaderUnsupportedError
-from vkdiff.device.dispatch import dispatch, workgroup_count
+from vkdiff.device.shaders.dispatch import dispatch, workgroup_count
 
 pytestmark = [requires_vulkan, requires_test_spirv]
 
@@ -114,10 +114,10 @@ def test_binding_check_compares_kinds_and_widths():
     """A float tensor on an int8 image, an int tensor on a float buffer: mismatches; 8-bit data read as words: not."""
     import numpy as np
 
-    from vkdiff.device.dispatch import binding_mismatch
+    from vkdiff.device.shaders.dispatch import binding_mismatch
     from vkdiff.device.graph.vtensor import TensorSpec
-    from vkdiff.device.resources import Tensor
-    from vkdiff.device.spirv import Binding
+    from vkdiff.device.runtime.resources import Tensor
+    from vkdiff.device.shaders.spirv import Binding
 
     def tensor(dtype, storage):
         spec = TensorSpec((4, 8), dtype, storage, "width")

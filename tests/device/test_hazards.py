@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.testutils import first_adapter, isolated, requires_tree, requires_vulkan
-from vkdiff.device import barriers
-from vkdiff.device.barriers import (BEFORE_6EBAA05A27, COMPUTE, MAIN, READ, WRITE, PipelineBarrier, TensorState,
+from vkdiff.device.runtime import barriers
+from vkdiff.device.runtime.barriers import (BEFORE_6EBAA05A27, COMPUTE, MAIN, READ, WRITE, PipelineBarrier, TensorState,
                                     port_for, transition)
-from vkdiff.device.hazards import Access, Dispatch, find_hazards
+from vkdiff.device.runtime.hazards import Access, Dispatch, find_hazards
 
 FIX = re.compile(r"if \(0u == src_stage\) \{\s*if \(cur_written\) \{.*?\} else \{\s*src_stage = "
                  r"VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT;\s*\}\s*\}", re.S)
@@ -99,8 +99,8 @@ def test_a_q8ta_resnet_is_fail_sync_with_the_barriers_from_before_6ebaa05a27(et_
     """The bug 6ebaa05a27 fixed (q8ta_conv2d nondeterministic in ResNet-50): a first write through a SharedObject
     handle waited on nothing. With the pinned tree's barriers the same delegate is clean."""
     from vkdiff.cases.catalog import all_model_cases
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.datamodel.settings import RunSettings
     from vkdiff.harness.device_models import check_on_device
 
@@ -122,9 +122,9 @@ def test_a_q8ta_resnet_is_fail_sync_with_the_barriers_from_before_6ebaa05a27(et_
 def graph_mode_run(copy) -> tuple[str, str]:
     """In the child: resnet_q8 in whole-graph mode on raw Vulkan (no ``--validate``), 3 replays, the given tree."""
     from vkdiff.cases.catalog import all_model_cases
-    from vkdiff.device.adapters import select
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.harness.device_models import check_on_device
 
     (case,) = all_model_cases(r"^resnet_q8\[")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vkdiff.device import layouts
+from vkdiff.device.runtime import layouts
 
 SHAPES = ((5,), (3, 5), (2, 3, 7), (2, 3, 4, 9))
 

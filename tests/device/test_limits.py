@@ -7,7 +7,7 @@ import pytest
 
 from tests.testutils import first_adapter, requires_tree, requires_vulkan
 from vkdiff.datamodel import Status
-from vkdiff.device import limits
+from vkdiff.device.transports import limits
 from vkdiff.device.boundary import DeviceLimitError
 from vkdiff.executors.op_graph import run_op
 from vkdiff.verdicts.statuses import status_of_exception
@@ -27,8 +27,8 @@ def test_an_unknown_profile_names_the_known_ones():
 
 @pytest.fixture(scope="module")
 def adreno_ctx(et_tree):
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
 
     found = first_adapter()
     if found is None:

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.testutils import isolated, requires_vulkan
-from vkdiff.device import raw_vulkan, vk_device
+from vkdiff.device.transports import raw_vulkan, vk_device
 from vkdiff.entry import cli
 
 
@@ -28,7 +28,7 @@ def cli_json() -> tuple[int, str]:
 
 @requires_vulkan
 def test_each_wgpu_adapter_is_a_raw_device_with_the_same_limits():
-    from vkdiff.device.adapters import enumerate_adapters
+    from vkdiff.device.transports.adapters import enumerate_adapters
 
     raw = {d["name"]: d for d in isolated(probed)}
     for info, _ in enumerate_adapters("Vulkan", via="wgpu"):

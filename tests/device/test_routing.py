@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from vkdiff.device.adapters import DeviceInfo
-from vkdiff.device.routing import DeviceRouteError, UnknownRouteError, check_route, profiles, route_for
+from vkdiff.device.transports.adapters import DeviceInfo
+from vkdiff.device.runtime.routing import DeviceRouteError, UnknownRouteError, check_route, profiles, route_for
 
 INFO = DeviceInfo(slug="x", name="x", vendor="nvidia", vendor_id=0x10DE, driver="d", backend="Vulkan",
                   adapter_type="DiscreteGPU", features=("shader-f16",), limits={})

@@ -23,12 +23,12 @@ def _prepared():
 def whole_graph_run(tree) -> dict:
     """In the child: the delegate built in whole-graph mode on raw Vulkan, executed 3 times, then once more after a
     resize of nothing; what was shared, how, and what each execute submitted."""
-    from vkdiff.device.adapters import select
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.device.graph.delegate import DelegateGraph
-    from vkdiff.device.routing import route_for
-    from vkdiff.device.resources import read_buffers
+    from vkdiff.device.runtime.routing import route_for
+    from vkdiff.device.runtime.resources import read_buffers
 
     model = _prepared()
     info, adapter = select(via="vulkan")[0]
@@ -87,8 +87,8 @@ def test_whole_graph_mode_binds_each_shared_object_once_and_resubmits_until_a_re
 def test_tmp_tensors_reuse_the_shared_objects_released_at_the_end_of_their_scope(et_tree):
     """``get_sobj_idx``: past every serialized shared object; within a scope each its own; after, the released ones
     again, last-released first (a stack). Outside whole-graph mode they keep their own storage."""
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.device.graph.compute import ComputeGraph
 
     info, adapter = first_adapter()

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.testutils import compile_glsl, requires_test_spirv
-from vkdiff.device import spirv
+from vkdiff.device.shaders import spirv
 
 pytestmark = requires_test_spirv
 

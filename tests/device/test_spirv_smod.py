@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from vkdiff.device import spirv
+from vkdiff.device.shaders import spirv
 
 GLSL = """#version 450
 layout(local_size_x = 1) in;

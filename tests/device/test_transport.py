@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 
 from tests.testutils import isolated, requires_vulkan
-from vkdiff.device.transport import Transport
+from vkdiff.device.transports.transport import Transport
 
 PACKAGE = Path(__file__).resolve().parents[2] / "vkdiff"
-TRANSPORT_MODULES = {"device/transport.py", "device/wgpu_device.py", "device/vk_device.py", "device/vk_commands.py",
-                     "device/vk_memory.py", "device/raw_vulkan.py", "device/adapters.py", "device/validation.py"}
+TRANSPORT_MODULES = {f"device/transports/{name}.py" for name in ("transport", "wgpu_device", "vk_device", "vk_commands",
+                                                                  "vk_memory", "raw_vulkan", "adapters", "validation")}
 """The transports themselves (and the adapter listing that opens one or the other)."""
 BRANCH = re.compile(r"transport[\"']?\s*[!=]=\s*[\"'](vulkan|wgpu)|getattr\([^)]*[\"']transport[\"']|"
                     r"hasattr\([^)]*[\"'](own_barriers|aliases|specialises|create_pipeline|blit)[\"']")
@@ -38,7 +38,7 @@ def test_the_wgpu_transport_implements_the_interface(gpu):
 
 
 def _raw_device_members() -> tuple[bool, set[str], tuple]:
-    from vkdiff.device.adapters import create_device, enumerate_adapters
+    from vkdiff.device.transports.adapters import create_device, enumerate_adapters
 
     info, adapter = enumerate_adapters(via="vulkan")[0]
     device = create_device(info, adapter)

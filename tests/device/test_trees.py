@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vkdiff.datamodel import cache
-from vkdiff.device import build, trees
+from vkdiff.device.shaders import build, trees
 
 GLSL = trees.GLSL_SUBDIR
 

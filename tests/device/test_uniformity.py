@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.testutils import compile_glsl, requires_glslc, requires_tree
-from vkdiff.device.uniformity import SkippableBarrier, skippable_barriers
+from vkdiff.device.shaders.uniformity import SkippableBarrier, skippable_barriers
 
 pytestmark = pytest.mark.skipif(shutil.which("spirv-dis") is None, reason="NOT_RUN: spirv-dis missing (apt spirv-tools)")
 
@@ -39,8 +39,8 @@ def test_a_barrier_after_a_loop_with_a_divergent_trip_count_is_not_flagged_one_i
 @requires_tree
 def test_the_pinned_reduce_variants_are_flagged_and_the_fixed_copy_is_not(et_tree, tmp_path):
     """ExecuTorch #22325: reduce returns out-of-range invocations before its barrier (device lost on Mali)."""
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.trees import GLSL_SUBDIR
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.shaders.trees import GLSL_SUBDIR
 
     pinned = ShaderBuilder(et_tree)
     for name in ("sum_float", "mean_half", "amax_float"):

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from tests.testutils import compile_glsl, isolated, requires_test_spirv, requires_tree, requires_vulkan
-from vkdiff.device import spirv
-from vkdiff.device.vk_commands import missing_features, specialization
+from vkdiff.device.shaders import spirv
+from vkdiff.device.transports.vk_commands import missing_features, specialization
 
 
 def _raw_device():
-    from vkdiff.device.adapters import create_device, select
+    from vkdiff.device.transports.adapters import create_device, select
 
     found = select(via="vulkan")
     return found[0], create_device(*found[0])
@@ -24,8 +24,8 @@ def _raw_device():
 
 def spec_kinds_run(spv: bytes, n: int, bias: int, mul: int) -> tuple[bool, np.ndarray, np.ndarray]:
     """In the child: the module dispatched as built; (glslc's bytes kept, output, input)."""
-    from vkdiff.device.dispatch import PipelineCache, dispatch
-    from vkdiff.device.resources import buffer_tensor, read
+    from vkdiff.device.shaders.dispatch import PipelineCache, dispatch
+    from vkdiff.device.runtime.resources import buffer_tensor, read
 
     _, raw = _raw_device()
     pipeline = PipelineCache(raw).get(spv, {3: True, 4: mul, 5: 1, 6: 0.5}, (32, 1, 1), label="spec_kinds")
@@ -37,7 +37,7 @@ def spec_kinds_run(spv: bytes, n: int, bias: int, mul: int) -> tuple[bool, np.nd
 
 def lacking_run(spv: bytes) -> tuple[list[str], str]:
     """In the child: the device told it lacks 8-bit storage; (what is missing, the load error)."""
-    from vkdiff.device.dispatch import PipelineCache
+    from vkdiff.device.shaders.dispatch import PipelineCache
 
     _, raw = _raw_device()
     raw.raw = dataclasses.replace(raw.raw, features={**raw.raw.features, "storageBuffer8BitAccess": False})
@@ -52,8 +52,8 @@ def lacking_run(spv: bytes) -> tuple[list[str], str]:
 def case_run(tree, case_id: str) -> tuple[str, str, str]:
     """In the child: one kernel case through raw Vulkan; (status, reason, transport)."""
     from vkdiff.cases.kernels import all_cases
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.harness.kernels import run_case
 
     (case,) = [c for c in all_cases() if c.id == case_id]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.testutils import first_adapter, requires_tree, requires_vulkan
-from vkdiff.device.workgroups import LocalWgOverride, parse
+from vkdiff.device.runtime.workgroups import LocalWgOverride, parse
 
 
 def test_sizes_parse_with_an_optional_node_and_bad_ones_are_one_line():
@@ -21,8 +21,8 @@ def test_sizes_parse_with_an_optional_node_and_bad_ones_are_one_line():
 @requires_vulkan
 def test_every_dispatch_takes_the_override_and_a_bounds_checked_kernel_still_passes(et_tree):
     from vkdiff.cases.kernels import all_cases
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.harness.kernels import run_case
 
     (case,) = [c for c in all_cases() if c.id == "relu[C3-H5-W6-fp32-texture3d]"]

@@ -42,7 +42,7 @@ def test_two_partitions_with_a_cpu_op_between_run_every_node_named_by_module_pat
 
 def test_a_fault_in_one_node_is_reported_at_that_node_with_its_source_line(two_partitions, et_ctx, et_tree):
     from vkdiff.harness.device_models import run_prepared
-    from vkdiff.harness.programs import CheckOptions, pte_cases
+    from vkdiff.subjects.programs import CheckOptions, pte_cases
 
     pte, etrecord = two_partitions
     [case] = pte_cases(pte, CheckOptions(etrecord=etrecord), ("vkdiff", "check", str(pte)))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.testutils import main_tree, requires_glslc, requires_tree, requires_vulkan
-from vkdiff.device import build, trees
+from vkdiff.device.shaders import build, trees
 from vkdiff.entry import cli
 from vkdiff.store import load
 

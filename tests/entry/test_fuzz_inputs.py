@@ -26,9 +26,9 @@ import pytest
 
 from tests.faults.mutants import byte_mutants, json_mutant
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.harness import artifacts
-from vkdiff.harness import inputs as program_inputs
-from vkdiff.harness.programs import CheckOptions, SubjectError, pte_cases
+from vkdiff.subjects import artifacts
+from vkdiff.subjects import inputs as program_inputs
+from vkdiff.subjects.programs import CheckOptions, SubjectError, pte_cases
 
 MUTANTS = 2000
 SEED = int(os.environ.get("VKDIFF_FUZZ_SEED", "0"))

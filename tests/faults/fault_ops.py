@@ -11,7 +11,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.cases.kernels import SUITES, KernelCase, Suite
-from vkdiff.device import build, resources
+from vkdiff.device.shaders import build
+from vkdiff.device.runtime import resources
 from vkdiff.device.graph import ComputeGraph, TensorSpec
 from vkdiff.device.launchers.registry import LAUNCHERS, Launcher
 from vkdiff.reference.ops import OPS, ReferenceOp

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.testutils import pinned_tarball, requires_glslc, requires_vulkan
-from vkdiff.device import build, trees
+from vkdiff.device.shaders import build, trees
 
 FAKE_TREE = Path(__file__).parents[1] / "device" / "fake_tree"
 

@@ -189,7 +189,7 @@ def test_forged_transformed_module_is_caught_by_verify_rebuild(baseline, tmp_pat
     """A transformed module (``baked/``, what wgpu runs) patched and hashed again: ``cache verify --rebuild`` makes
     it again from the source module it records and finds it; ``--repair`` deletes it, and it is made again."""
     from vkdiff.datamodel import read_entry, write_entry
-    from vkdiff.device.dispatch import baked_record
+    from vkdiff.device.shaders.dispatch import baked_record
 
     source, statuses = baseline
     root = tmp_path / "cache"
@@ -218,7 +218,7 @@ def test_forged_transformed_module_is_caught_by_verify_rebuild(baseline, tmp_pat
 
 def _patches(path: Path, how: str) -> bool:
     """Whether ``patch_module`` can change the transformed module of baked entry ``path`` that way."""
-    from vkdiff.device.dispatch import baked_record
+    from vkdiff.device.shaders.dispatch import baked_record
 
     try:
         patch_module(baked_record(cache.read_entry(path))[2], how)

@@ -13,9 +13,9 @@ import pytest
 from tests.faults import fault_ops
 from tests.testutils import first_adapter, isolated, requires_glslc, requires_vulkan
 from vkdiff.datamodel import DEVICE_LOST_FLAG, HANG_FLAG
-from vkdiff.device.build import ShaderBuilder
-from vkdiff.device.context import DeviceContext
-from vkdiff.device.trees import TreeChoice
+from vkdiff.device.shaders.build import ShaderBuilder
+from vkdiff.device.runtime.context import DeviceContext
+from vkdiff.device.shaders.trees import TreeChoice
 from vkdiff.harness.kernels import run_case
 from vkdiff.harness.runner import Runner
 
@@ -96,7 +96,7 @@ def test_a_kernel_that_differs_on_a_repeat_is_nondeterministic_with_the_count(tr
 
 def overrun_run(tree, transport: str) -> tuple[str, str]:
     """One run of the overrun fault op through ``transport`` (in a process of its own for raw Vulkan)."""
-    from vkdiff.device.adapters import select
+    from vkdiff.device.transports.adapters import select
 
     fault_ops.register()
     result = run_case(DeviceContext(*select(via=transport)[0], ShaderBuilder(tree)), fault_ops.case(fault_ops.OVERRUN))
@@ -118,7 +118,7 @@ def overrun_far_validated(tree) -> tuple[str, str, bool]:
     """In a process of its own: the far overrun through raw Vulkan with ``--validate gpu`` (the layer loads with the
     process's first instance)."""
     from vkdiff.datamodel.settings import RunSettings
-    from vkdiff.device.adapters import select
+    from vkdiff.device.transports.adapters import select
 
     settings = RunSettings(transport="vulkan", validate="gpu")
     fault_ops.register()

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from tests.testutils import requires_vulkan
-from vkdiff.device import adapters
+from vkdiff.device.transports import adapters
 from vkdiff.entry import cli
 
 CASE = r"^linear_q4gsw\[M1-K64-N40-g32-fp32-buffer\]$"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.testutils import main_tree, requires_tree
-from vkdiff.device import adapters
+from vkdiff.device.transports import adapters
 from vkdiff.entry import cli
 
 pytest_plugins = ["pytester"]
@@ -53,7 +53,8 @@ def test_a_discovery_error_is_never_no_adapters(monkeypatch):
 def test_a_pytest_session_that_finds_no_adapter_fails_in_one_line(pytester, monkeypatch):
     """What ``.ci/run`` sees with a vkdiff whose adapter discovery returns nothing."""
     monkeypatch.setenv(adapters.REQUIRE_ENV, "1")
-    pytester.makeconftest("import vkdiff.device.adapters as a\na.enumerate_adapters = lambda backend='Vulkan', via='wgpu', validate='': []\n")
+    pytester.makeconftest("import vkdiff.device.transports.adapters as a\n"
+                          "a.enumerate_adapters = lambda backend='Vulkan', via='wgpu', validate='': []\n")
     result = pytester.runpytest_subprocess("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS,
                                            "--et-src=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

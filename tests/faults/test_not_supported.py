@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.testutils import compile_glsl, main_tree, requires_test_spirv, requires_tree, requires_vulkan
-from vkdiff.device import adapters
+from vkdiff.device.transports import adapters
 from vkdiff.device.boundary import ShaderLoadError, ShaderUnsupportedError
-from vkdiff.device.wgpu_device import missing_capability
-from vkdiff.device.dispatch import PipelineCache
+from vkdiff.device.transports.wgpu_device import missing_capability
+from vkdiff.device.shaders.dispatch import PipelineCache
 from vkdiff.entry import cli
 from vkdiff.harness import kernels
 from vkdiff.store import load
@@ -61,7 +61,7 @@ def test_a_run_of_nothing_but_not_supported_fails_unless_allowed(tmp_path, monke
 
 def test_invalid_type_width_is_not_supported_only_when_the_module_declares_a_narrow_integer():
     """naga's ``invalid type width`` names no capability; the module's own OpCapability Int16 does."""
-    from vkdiff.device.wgpu_device import naga_missing_capability
+    from vkdiff.device.transports.wgpu_device import naga_missing_capability
 
     assert naga_missing_capability("x | invalid type width %2", {"Shader", "Int16"}).startswith("Int16")
     assert naga_missing_capability("x | invalid type width %2", {"Shader"}) is None

@@ -1,7 +1,7 @@
 """Planted faults in the real quantized kernels, float16 and float32: the verdict catches a single wrong code.
 
 The device is given arguments with one fault, the reference keeps the true ones
-(``vkdiff.harness.planted``). A float16 case is also judged by the tolerance policy
+(``vkdiff.tools.planted``). A float16 case is also judged by the tolerance policy
 alone, which misses most single-code faults there: the arithmetic check is what catches them.
 """
 
@@ -14,7 +14,7 @@ from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import all_cases
 from vkdiff.executors import kernel as executor
 from vkdiff.executors import references
-from vkdiff.harness import planted
+from vkdiff.tools import planted
 
 CASES = [
     r"linear_q4gsw[M1-K256-N40-g32-{dtype}-buffer]",

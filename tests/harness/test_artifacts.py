@@ -10,7 +10,7 @@ import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.entry import cli
-from vkdiff.harness import artifacts
+from vkdiff.subjects import artifacts
 from vkdiff.store import read
 
 pytestmark = [requires_vulkan, requires_tree]

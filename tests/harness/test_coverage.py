@@ -6,7 +6,7 @@ import json
 
 from vkdiff.datamodel import Result
 from vkdiff.entry import cli
-from vkdiff.harness import coverage
+from vkdiff.tools import coverage
 
 
 def test_registered_ops_are_read_from_the_tree_and_sorted_into_families(et_tree):

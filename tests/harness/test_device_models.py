@@ -24,8 +24,8 @@ def case(case_id: str):
 
 @pytest.fixture(scope="module")
 def v131_ctx(et_tree_v131):
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
 
     return DeviceContext(*first_adapter(), ShaderBuilder(et_tree_v131))
 
@@ -107,7 +107,7 @@ def test_an_op_without_launcher_is_not_run_naming_it(et_ctx, et_tree, monkeypatc
 
 
 def test_inputs_and_outputs_are_probed_in_their_declared_dims(et_ctx, et_tree):
-    from vkdiff.device.routing import route_for
+    from vkdiff.device.runtime.routing import route_for
     from vkdiff.lowering.lower import lower
 
     lowered = lower(case("embedding[emb4w-vulkan]"))

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from vkdiff.cases.kernels import all_cases
-from vkdiff.device.build import GlslcMissingError
-from vkdiff.device.spirv import SpirvOptMissingError
+from vkdiff.device.shaders.build import GlslcMissingError
+from vkdiff.device.shaders.spirv import SpirvOptMissingError
 from vkdiff.executors import references
 from vkdiff.verdicts.statuses import status_of_exception
 

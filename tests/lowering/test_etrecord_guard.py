@@ -351,7 +351,7 @@ def test_the_cli_refuses_in_one_line_and_runs_nothing(dynamic_program, tmp_path)
 
 def test_the_python_api_refuses_in_one_line_and_runs_nothing(dynamic_program, tmp_path):
     import vkdiff
-    from vkdiff.harness.programs import SubjectError
+    from vkdiff.subjects.programs import SubjectError
 
     path, marker = planted("size", dynamic_program[1], tmp_path)
     with pytest.raises(SubjectError) as caught:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vkdiff.reference import arithmetic, linear, packing
+from vkdiff.reference import arithmetic
+from vkdiff.reference.quantized import linear, packing
 
 from .helpers import make_rng
 

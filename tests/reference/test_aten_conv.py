@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from vkdiff import reference
-from vkdiff.reference import conv, grid
+from vkdiff.reference.tensor import conv, grid
 
 F = torch.nn.functional
 

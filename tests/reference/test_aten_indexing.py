@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from vkdiff import reference
-from vkdiff.reference import indexing
+from vkdiff.reference.tensor import indexing
 
 F = torch.nn.functional
 DTYPES = (np.float32, np.float16)
@@ -135,7 +135,7 @@ def test_where_keeps_nan_in_either_branch(rng):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_tan_matches_torch_near_half_pi_and_far_out(dtype):
-    from vkdiff.cases.kernel_suites.scalar_ops import tan_edges
+    from vkdiff.cases.kernel_suites.tensor.scalar_ops import tan_edges
 
     x = tan_edges(np.dtype(dtype), special=True).astype(np.float64)
     ours = reference.evaluate("aten.tan.default", {"self": x})

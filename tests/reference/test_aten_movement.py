@@ -13,7 +13,7 @@ import torch
 
 from vkdiff import reference
 from vkdiff.datamodel import Tolerance
-from vkdiff.reference import movement
+from vkdiff.reference.tensor import movement
 from vkdiff.verdicts.compare import ErrorStatistics
 
 SPECIAL32 = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-40, 3.4e38], np.float32)

@@ -1,4 +1,4 @@
-"""vkdiff.reference.cat against torch's quantized cat (``torch.cat`` on
+"""vkdiff.reference.quantized.cat against torch's quantized cat (``torch.cat`` on
 quantized tensors, ``torch.ops.quantized.cat``) and a quantized_decomposed
 dequantize -> cat -> quantize graph."""
 
@@ -11,7 +11,7 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vkdiff.reference import cat, quant
+from vkdiff.reference.quantized import cat, quant
 
 from .helpers import make_rng
 

@@ -1,4 +1,4 @@
-"""vkdiff.reference.embedding against ET-VK's eager ``et_vk.embedding_q4gsw``,
+"""vkdiff.reference.quantized.embedding against ET-VK's eager ``et_vk.embedding_q4gsw``,
 ``quantized_decomposed.embedding_4bit`` and a torchao-quantized nn.Embedding.
 
 The oracles multiply in float32; our float64 result is exact, so the float32
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torchao.quantization import IntxWeightOnlyConfig, PerGroup, quantize_
 
-from vkdiff.reference import embedding, linear, packing
+from vkdiff.reference.quantized import embedding, linear, packing
 
 from .helpers import make_rng, random_codes, random_weight
 

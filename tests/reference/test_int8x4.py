@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vkdiff.reference import int8x4
+from vkdiff.reference.quantized import int8x4
 
 
 @pytest.mark.parametrize("layout", sorted(int8x4.LAYOUTS))

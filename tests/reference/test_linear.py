@@ -1,4 +1,4 @@
-"""vkdiff.reference.linear against torchao-quantized eager torch and ET-VK's
+"""vkdiff.reference.quantized.linear against torchao-quantized eager torch and ET-VK's
 own eager ``et_vk.linear_q4gsw`` op; ``linear_dq8ca_q4gsw`` against torchao's
 activation quantization primitives + a float64 torch linear (ET-VK's eager
 dq8ca op ignores activation quantization, see the divergence test)."""
@@ -17,7 +17,7 @@ from torchao.quantization.quant_primitives import MappingType
 from torchao.quantization.quant_primitives import choose_qparams_affine as ao_choose_qparams_affine
 from torchao.quantization.quant_primitives import quantize_affine as ao_quantize_affine
 
-from vkdiff.reference import linear, packing, quant
+from vkdiff.reference.quantized import linear, packing, quant
 
 from .helpers import assert_rel_close, fp32_dot_bound, make_rng, random_weight
 

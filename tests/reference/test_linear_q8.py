@@ -19,7 +19,7 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed ops)
 
 from vkdiff import reference
-from vkdiff.reference import linear, packing, quant
+from vkdiff.reference.quantized import linear, packing, quant
 
 from .helpers import assert_rel_close, fp32_dot_bound, random_weight
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from vkdiff import reference
-from vkdiff.reference import llm
-from vkdiff.reference.quant import choose_qparams_per_row, choose_qparams_per_row_etvk, \
+from vkdiff.reference.tensor import llm
+from vkdiff.reference.quantized.quant import choose_qparams_per_row, choose_qparams_per_row_etvk, \
     choose_qparams_per_token_asymmetric
 
 INTERLEAVED = "et_vk.apply_rotary_emb_interleaved.default"

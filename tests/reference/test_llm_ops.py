@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from vkdiff.reference import llm
+from vkdiff.reference.tensor import llm
 
 
 @pytest.fixture(scope="module", autouse=True)

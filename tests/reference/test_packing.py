@@ -1,4 +1,4 @@
-"""vkdiff.reference.packing against hand-worked bytes, ET-VK's own packers,
+"""vkdiff.reference.quantized.packing against hand-worked bytes, ET-VK's own packers,
 quantized_decomposed.embedding_4bit, torchao quantization and a scalar
 transcription of the GLSL block writes."""
 
@@ -16,7 +16,7 @@ from torchao.quantization.quant_primitives import MappingType
 from torchao.quantization.quant_primitives import choose_qparams_affine as ao_choose_qparams_affine
 from torchao.quantization.quant_primitives import quantize_affine as ao_quantize_affine
 
-from vkdiff.reference import packing, quant
+from vkdiff.reference.quantized import packing, quant
 
 from .helpers import make_rng, random_codes, random_weight
 

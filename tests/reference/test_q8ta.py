@@ -1,4 +1,4 @@
-"""vkdiff.reference.q8ta against quantized_decomposed + float64 torch linears
+"""vkdiff.reference.quantized.q8ta against quantized_decomposed + float64 torch linears
 and ET-VK's eager ``et_vk.{linear_q8ta_q8csw, q8ta_linear, q8ta_linear_gemv,
 q8ta_add}`` ops."""
 
@@ -13,7 +13,7 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vkdiff.reference import packing, q8ta, quant
+from vkdiff.reference.quantized import packing, q8ta, quant
 
 from .helpers import assert_rel_close, fp32_dot_bound, make_rng, random_weight
 

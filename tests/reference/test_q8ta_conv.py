@@ -1,4 +1,4 @@
-"""vkdiff.reference.q8ta_conv against ET-VK's eager ``et_vk.q8ta_conv2d*`` ops, float64 torch convolutions and the
+"""vkdiff.reference.quantized.q8ta_conv against ET-VK's eager ``et_vk.q8ta_conv2d*`` ops, float64 torch convolutions and the
 fusion pattern itself (``patterns/quantized_convolution.py``: weight layouts and weight sums)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from vkdiff.reference import q8ta_conv as ref
+from vkdiff.reference.quantized import q8ta_conv as ref
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

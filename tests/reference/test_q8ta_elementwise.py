@@ -1,4 +1,4 @@
-"""vkdiff.reference.q8ta_elementwise against ``torch.ops.quantized_decomposed`` and ET-VK's eager ``et_vk.q8ta_relu``,
+"""vkdiff.reference.quantized.q8ta_elementwise against ``torch.ops.quantized_decomposed`` and ET-VK's eager ``et_vk.q8ta_relu``,
 ``q8ta_add`` and ``q8ta_pixel_shuffle`` (bit-exact codes), each with a companion that a plausible mistake fails."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from vkdiff.cases.kernels import all_cases
 from vkdiff.executors import references
 from vkdiff.executors.kernel import checked
 from vkdiff.verdicts.kernels import contraction_followed
-from vkdiff.reference import q8ta_elementwise as q8e
+from vkdiff.reference.quantized import q8ta_elementwise as q8e
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -1,4 +1,4 @@
-"""``vkdiff.reference.q8ta.q8ta_linear`` (``et_vk.q8ta_linear`` / ``q8ta_linear_gemv``) against ET-VK's eager ops
+"""``vkdiff.reference.quantized.q8ta.q8ta_linear`` (``et_vk.q8ta_linear`` / ``q8ta_linear_gemv``) against ET-VK's eager ops
 and against the shaders' float32 requantization written with torch, and ``packing.pack_q8_linear_weight``
 (``pack_q8_linear_weight.glsl``'s block layout); each companion test shows a plausible mistake is caught."""
 
@@ -12,7 +12,7 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed ops)
 
 from vkdiff import reference
-from vkdiff.reference import packing, q8ta
+from vkdiff.reference.quantized import packing, q8ta
 
 from .helpers import fp32_dot_bound
 

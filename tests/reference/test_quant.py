@@ -1,4 +1,4 @@
-"""vkdiff.reference.quant against torchao 0.18, torch's quantized_decomposed /
+"""vkdiff.reference.quantized.quant against torchao 0.18, torch's quantized_decomposed /
 ATen per-tensor quantization and ATen's ChooseQuantizationParams (the
 independent oracles).
 
@@ -28,7 +28,7 @@ from torchao.quantization.quantize_.workflows.intx.intx_unpacked_to_int8_tensor 
 )
 from torchao.quantization.utils import per_token_dynamic_quant
 
-from vkdiff.reference import quant
+from vkdiff.reference.quantized import quant
 
 from .helpers import random_weight
 

@@ -1,4 +1,4 @@
-"""vkdiff.reference.quantized_conv against float64 torch convolutions of ``quantized_decomposed``-quantized data
+"""vkdiff.reference.quantized.quantized_conv against float64 torch convolutions of ``quantized_decomposed``-quantized data
 and ET-VK's eager ``et_vk.q8ta_conv2d`` / ``q8ta_conv2d_dw`` (the ``_q8to`` ops' arguments are theirs, less the
 activation; ``custom_ops_lib.py`` defines no ``conv2d_q8*`` op). The eager ``q8ta_conv2d`` views the weight as
 ``[OC, ICg, KH, KW]``, not the pattern's ``(kh, kw, ic)`` columns (``tests/reference/test_q8ta_conv.py``), so it
@@ -16,8 +16,8 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed ops)
 
-from vkdiff.reference import quantized_conv as qc
-from vkdiff.reference.quant import quantize_per_tensor
+from vkdiff.reference.quantized import quantized_conv as qc
+from vkdiff.reference.quantized.quant import quantize_per_tensor
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

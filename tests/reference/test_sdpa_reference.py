@@ -12,9 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vkdiff.cases.kernel_suites import sdpa
-from vkdiff.cases.kernel_suites.sdpa import aligned_pair
-from vkdiff.reference import llm, ops
+from vkdiff.cases.kernel_suites.nn import sdpa
+from vkdiff.cases.kernel_suites.nn.sdpa import aligned_pair
+from vkdiff.reference.tensor import llm
+from vkdiff.reference import ops
 
 
 @pytest.fixture(scope="module", autouse=True)

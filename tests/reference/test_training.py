@@ -13,8 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vkdiff.reference import evaluate, training
-from vkdiff.reference.packing import pack_int4_linear
+from vkdiff.reference import evaluate
+from vkdiff.reference.tensor import training
+from vkdiff.reference.quantized.packing import pack_int4_linear
 
 from .helpers import random_codes
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.repro.amber_subset import execute, parse
 from tests.testutils import first_adapter, requires_tree, requires_vulkan
-from vkdiff.device.adapters import create_device
+from vkdiff.device.transports.adapters import create_device
 from vkdiff.entry import cli
 from vkdiff.repro.amber import AmberExportError, _float, amber_script, write_amber
 

@@ -13,7 +13,7 @@ from tests.harness.tampering import add_half_at_3, nudge
 from tests.repro.amber_subset import execute, parse
 from tests.testutils import first_adapter, requires_tree, requires_vulkan
 from vkdiff.cases.catalog import all_model_cases
-from vkdiff.device.adapters import create_device
+from vkdiff.device.transports.adapters import create_device
 from vkdiff.entry import cli
 from vkdiff.harness.device_models import identity, prepare_or_status
 from vkdiff.repro.amber import write_amber

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vkdiff.datamodel import Status
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.wgpu_device import naga_missing_capability
+from vkdiff.device.transports.wgpu_device import naga_missing_capability
 from vkdiff.device.graph.delegate import MissingLaunchersError
 from vkdiff.executors.program import DelegateSkipped
 from vkdiff.verdicts.statuses import status_of_exception

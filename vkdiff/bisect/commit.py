@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from vkdiff.datamodel.settings import RunSettings
-from vkdiff.device.trees import EtSourceError
+from vkdiff.device.shaders.trees import EtSourceError
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -124,7 +124,7 @@ def bisect_commits(repo: str, good: str, bad: str, verdict: Callable[[str], tupl
 
 
 def tree_at(repo: str, commit: str) -> Path:
-    from vkdiff.device.trees import checkout_revision
+    from vkdiff.device.shaders.trees import checkout_revision
 
     return checkout_revision(repo, commit)
 

@@ -19,13 +19,13 @@ NATIVE_LIMITS = "native"
 
 
 def _local_wg_values() -> list[str]:
-    from vkdiff.device.workgroups import CHOICES, DEFAULT
+    from vkdiff.device.runtime.workgroups import CHOICES, DEFAULT
 
     return [DEFAULT, *CHOICES]
 
 
 def _limits_values() -> list[str]:
-    from vkdiff.device.limits import profiles
+    from vkdiff.device.transports.limits import profiles
 
     return [NATIVE_LIMITS, *profiles()]
 
@@ -42,7 +42,7 @@ class KernelSpace:
 
     def __init__(self, case: KernelCase, run: Callable[[KernelCase, str | None, str], Status],
                  limits: str | None = None, local_wg: str | None = None):
-        from vkdiff.device.workgroups import DEFAULT
+        from vkdiff.device.runtime.workgroups import DEFAULT
 
         self.case, self.run, self.limits = case, run, limits or NATIVE_LIMITS
         self.local_wg = local_wg or DEFAULT
@@ -86,7 +86,7 @@ class ModelSpace:
     def __init__(self, case, run: Callable[[Any, str, str | None, str], Status], route: str = "native",
                  limits: str | None = None, local_wg: str | None = None, *, transport: str = "wgpu"):
         from vkdiff.cases.catalog import all_model_cases
-        from vkdiff.device.workgroups import DEFAULT
+        from vkdiff.device.runtime.workgroups import DEFAULT
 
         self.case, self.run, self.transport = case, run, transport
         self.route, self.limits, self.local_wg = route, limits or NATIVE_LIMITS, local_wg or DEFAULT
@@ -100,7 +100,7 @@ class ModelSpace:
         return {**self._of(self.case), ROUTE: self.route, LIMITS: self.limits, LOCAL_WG: self.local_wg}
 
     def alternatives(self, knob: str) -> list[Any]:
-        from vkdiff.device.routing import usable_profiles
+        from vkdiff.device.runtime.routing import usable_profiles
 
         own = self.config()[knob]
         if knob == ROUTE:

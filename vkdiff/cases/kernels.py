@@ -172,11 +172,14 @@ def _same_definition(a: Callable, b: Callable) -> bool:
 
 
 def load_suites() -> dict[str, Suite]:
-    """Import every module of ``vkdiff.cases.kernel_suites`` (each registers its suites) once."""
+    """Import every module of ``vkdiff.cases.kernel_suites`` (each registers its suites) once, in the order of their
+    names whatever group holds them: the case order does not follow the folders."""
     from vkdiff.cases import kernel_suites
 
-    for module in pkgutil.iter_modules(kernel_suites.__path__):
-        importlib.import_module(f"{kernel_suites.__name__}.{module.name}")
+    found = [m.name for m in pkgutil.walk_packages(kernel_suites.__path__, f"{kernel_suites.__name__}.")
+             if not m.ispkg]
+    for name in sorted(found, key=lambda n: n.rsplit(".", 1)[-1]):
+        importlib.import_module(name)
     return SUITES
 
 

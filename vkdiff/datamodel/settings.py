@@ -34,9 +34,9 @@ class RunSettings:
     repeat: int = 1
     """Runs per case; bitwise differences are ``NONDETERMINISTIC``."""
     route: str = "native"
-    """Routing profile launchers pick shaders by (``vkdiff.device.routing``)."""
+    """Routing profile launchers pick shaders by (``vkdiff.device.runtime.routing``)."""
     limits_profile: str | None = None
-    """Mobile limits every device is created with (``vkdiff.device.limits``)."""
+    """Mobile limits every device is created with (``vkdiff.device.transports.limits``)."""
     timeout: float | None = None
     """Seconds a device may be waited on in its child process (None: in-process, no watchdog)."""
     transport: str = "wgpu"

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from vkdiff.datamodel import Result, Status, Tolerance
-from vkdiff.harness.programs import CheckOptions, ProgramCase, SubjectError
+from vkdiff.cases.program_case import ProgramCase
+from vkdiff.subjects.programs import CheckOptions, SubjectError
 
 
 def _tolerance(atol: float | None, rtol: float | None) -> Tolerance | None:
@@ -42,7 +43,7 @@ def module_case(factory: str | Callable[[], Any], *, recipe: str, partitioner: s
     Raises:
         SubjectError: an unknown recipe or partitioner, or the factory failed (one line).
     """
-    from vkdiff.harness.programs import module_case as make
+    from vkdiff.subjects.programs import module_case as make
 
     return make(factory, recipe, partitioner, name=name, tolerance=_tolerance(atol, rtol))
 
@@ -57,7 +58,7 @@ def program_cases(path: str | Path, *, method: str | None = None, inputs: str | 
     Raises:
         SubjectError: the program, its inputs or its ETRecord cannot be used (one line).
     """
-    from vkdiff.harness.programs import pte_cases
+    from vkdiff.subjects.programs import pte_cases
 
     options = CheckOptions(method=method, inputs=Path(inputs) if inputs else None, shapes=shapes,
                            int_range=int_range, seed=seed, atol=atol, rtol=rtol,
@@ -124,8 +125,8 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
         SubjectError: the subject or an option cannot be used (one line).
     """
     from vkdiff.datamodel.settings import RunSettings
-    from vkdiff.device.adapters import select
-    from vkdiff.device.trees import choose_tree
+    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.shaders.trees import choose_tree
     from vkdiff.harness.loop import run_cases
     from vkdiff.harness.runner import Runner
     from vkdiff.store import ResultStore
@@ -134,7 +135,7 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
         if recipe is None:
             raise SubjectError(f"{subject}: a module needs recipe= (fp32, 4w, 8da4w, ...)")
         from vkdiff.harness.models import check_case
-        from vkdiff.harness.programs import module_cases
+        from vkdiff.subjects.programs import module_cases
 
         case = module_case(subject, recipe=recipe, partitioner=partitioner, atol=options.get("atol"),
                            rtol=options.get("rtol"))

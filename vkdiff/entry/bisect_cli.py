@@ -46,9 +46,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def _contexts(adapter, tree, settings):
     """One DeviceContext per limits profile (None: the device's own) and local workgroup size (``default``: ET-VK's
     pick), made on first use."""
-    from vkdiff.device import workgroups
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.runtime import workgroups
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
 
     builder, made = ShaderBuilder(tree.path), {}
 
@@ -103,8 +103,8 @@ def _knob(args: argparse.Namespace, case) -> int:
 
 
 def _commit(args: argparse.Namespace, case) -> int:
-    from vkdiff.device.adapters import UnknownDeviceError, select
-    from vkdiff.device.trees import EtSourceError
+    from vkdiff.device.transports.adapters import UnknownDeviceError, select
+    from vkdiff.device.shaders.trees import EtSourceError
     from vkdiff.bisect.commit import bisect_commits
 
     if not Path(args.et_src).expanduser().exists():
@@ -129,7 +129,7 @@ def _commit(args: argparse.Namespace, case) -> int:
 def commit_verdict(repo: str, case, adapter, settings: RunSettings):
     """``verdict(commit) -> (signature, note)`` of ``case`` at a revision of ``repo``."""
     from vkdiff.cases.kernels import KernelCase
-    from vkdiff.device.trees import TreeChoice
+    from vkdiff.device.shaders.trees import TreeChoice
     from vkdiff.bisect.commit import relower_in_subprocess, signature, tree_at
     from vkdiff.datamodel import HOST
     from vkdiff.harness.runner import Runner
@@ -157,13 +157,13 @@ def commit_verdict(repo: str, case, adapter, settings: RunSettings):
 
 def _device(args: argparse.Namespace, case) -> int:
     from vkdiff.cases.kernels import KernelCase
-    from vkdiff.device.adapters import select
-    from vkdiff.device import workgroups
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
-    from vkdiff.device.limits import profiles as limits_profiles
-    from vkdiff.device.routing import usable_profiles
-    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.runtime import workgroups
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
+    from vkdiff.device.transports.limits import profiles as limits_profiles
+    from vkdiff.device.runtime.routing import usable_profiles
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
     from vkdiff.bisect.device import bisect_devices
 
     try:

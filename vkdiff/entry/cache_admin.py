@@ -119,7 +119,7 @@ def _rebuild(root: Path, builder, report: CacheReport, repair: bool) -> None:
 
 def _rebake(root: Path, sources: dict[str, bytes], report: CacheReport, repair: bool) -> None:
     """Transformed modules made again from the sound modules they record as their source (needs spirv-opt)."""
-    from vkdiff.device.dispatch import rebaked
+    from vkdiff.device.shaders.dispatch import rebaked
 
     skipped: dict[str, int] = {}
     for path in _entries(root, "baked", True):
@@ -164,8 +164,8 @@ def rebuilder(et_src: str | None, root: Path):
     Raises:
         UsageError: no tree, no codegen or no glslc (one line saying what to give or install).
     """
-    from vkdiff.device.build import BuildError, ShaderBuilder, glslc_version
-    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.device.shaders.build import BuildError, ShaderBuilder, glslc_version
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
     from vkdiff.entry.terminal import UsageError
 
     try:

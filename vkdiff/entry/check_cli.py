@@ -58,8 +58,8 @@ def add_check_parser(sub) -> None:
 
 
 def _options(args: argparse.Namespace):
-    from vkdiff.harness import inputs as program_inputs
-    from vkdiff.harness.programs import CheckOptions, SubjectError
+    from vkdiff.subjects import inputs as program_inputs
+    from vkdiff.subjects.programs import CheckOptions, SubjectError
 
     try:
         shapes = [program_inputs.parse_shapes(s) for s in args.shapes]
@@ -81,12 +81,12 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
         SubjectError: one line on what is wrong with the subject or its options.
     """
     from vkdiff.datamodel import Tolerance
-    from vkdiff.harness.programs import SubjectError, check_command, pte_cases
+    from vkdiff.subjects.programs import SubjectError, check_command, pte_cases
 
     options, command = _options(args), check_command(argv)
     subject = args.subject
     if args.llama is not None:
-        from vkdiff.harness.llama import llama_case
+        from vkdiff.subjects.llama import llama_case
 
         case = llama_case(Path(args.llama), checkpoint=Path(args.checkpoint) if args.checkpoint else None,
                           qmode=args.qmode, group_size=args.group_size, embedding_quantize=args.embedding_quantize,
@@ -96,14 +96,14 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
         raise SubjectError("give a SUBJECT (model.pte, file.py:factory, an artifacts folder) or --llama params.json")
     path = Path(subject)
     if path.is_dir():
-        from vkdiff.harness.artifacts import ArtifactError, load
+        from vkdiff.subjects.artifacts import ArtifactError, load
 
         try:
             return load(path, atol=args.atol, rtol=args.rtol), None
         except ArtifactError as exc:
             raise SubjectError(str(exc)) from None
     if ":" in subject and subject.rsplit(":", 1)[0].endswith(".py"):
-        from vkdiff.harness.programs import module_case
+        from vkdiff.subjects.programs import module_case
 
         if args.recipe is None:
             raise SubjectError(f"{subject}: a module needs --recipe (fp32, 4w, 8da4w, ...)")
@@ -116,7 +116,7 @@ def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, 
 
 
 def _module(case, options, command) -> tuple[list, Any]:
-    from vkdiff.harness.programs import module_cases
+    from vkdiff.subjects.programs import module_cases
 
     cases, _ = module_cases(case, options, command)
     return cases, case
@@ -128,7 +128,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from vkdiff.entry.terminal import console as terminal_console
     from vkdiff.harness.loop import run_cases
     from vkdiff.harness.models import check_case
-    from vkdiff.harness.programs import SubjectError
+    from vkdiff.subjects.programs import SubjectError
     from vkdiff.harness.runner import Runner
     from vkdiff.reports import inspector
     from vkdiff.store import ResultStore

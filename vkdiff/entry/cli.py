@@ -143,8 +143,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     """Registered ops against launchers, references and suites; variants against the results' dispatches."""
     from rich.table import Table
 
-    from vkdiff.device.trees import EtSourceError, choose_tree
-    from vkdiff.harness import coverage
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
+    from vkdiff.tools import coverage
     from vkdiff.store import load
 
     try:
@@ -191,7 +191,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def _wgpu_devices(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from vkdiff.device.adapters import enumerate_adapters
+    from vkdiff.device.transports.adapters import enumerate_adapters
 
     infos = [info for info, _ in enumerate_adapters(None if args.all_backends else "Vulkan")]
     if args.json:
@@ -217,8 +217,8 @@ def _raw_devices(as_json: bool) -> int:
     """``vkdiff devices --transport vulkan``: each device's features (yes/no) and limits through raw Vulkan."""
     from rich.table import Table
 
-    from vkdiff.device.raw_vulkan import RawVulkanError
-    from vkdiff.device.vk_device import probe
+    from vkdiff.device.transports.raw_vulkan import RawVulkanError
+    from vkdiff.device.transports.vk_device import probe
 
     try:
         devices = probe()
@@ -293,7 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _upstream(args: argparse.Namespace) -> list:
     """The tree's own delegate tests as model cases (``vkdiff.cases.upstream``); a tree without them is one line."""
     from vkdiff.cases.upstream import UpstreamError, model_cases
-    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
 
     try:
         tree = choose_tree(args.et_src)
@@ -308,7 +308,7 @@ def _models(args: argparse.Namespace) -> list:
     """The catalogue's model cases, or those saved in ``--from-artifacts`` (then torch is never imported)."""
     if not args.from_artifacts:
         return _model_cases(args.cases)
-    from vkdiff.harness.artifacts import ArtifactError, load
+    from vkdiff.subjects.artifacts import ArtifactError, load
 
     try:
         return load(Path(args.from_artifacts), args.cases)
@@ -340,7 +340,7 @@ def run_all(runner, cases: Sequence, models: Sequence, store, console, interrupt
 
         def save(case) -> None:
             if save_to is not None and getattr(case, "partitioner", "").startswith("vulkan"):
-                from vkdiff.harness.artifacts import save as save_artifacts
+                from vkdiff.subjects.artifacts import save as save_artifacts
 
                 save_artifacts(case, save_to)
 
@@ -384,7 +384,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_outputs((args.output, "-o", True))
     tree = None
     if args.et_src:
-        from vkdiff.device.trees import EtSourceError, choose_tree
+        from vkdiff.device.shaders.trees import EtSourceError, choose_tree
 
         try:
             tree = choose_tree(args.et_src).path

@@ -36,10 +36,10 @@ def dispatched_local_sizes(paths) -> dict[str, set[tuple[int, int, int]]]:
 
 def cmd_lint(args: argparse.Namespace) -> int:
     """1 when any variant has a skippable barrier or an unchecked access, else 0."""
-    from vkdiff.device.bounds import unchecked_accesses
-    from vkdiff.device.build import BuildError, ShaderBuilder
-    from vkdiff.device.trees import choose_tree
-    from vkdiff.device.uniformity import skippable_barriers
+    from vkdiff.device.shaders.bounds import unchecked_accesses
+    from vkdiff.device.shaders.build import BuildError, ShaderBuilder
+    from vkdiff.device.shaders.trees import choose_tree
+    from vkdiff.device.shaders.uniformity import skippable_barriers
     from vkdiff.entry.terminal import UsageError
 
     tree = choose_tree(args.et_src)

@@ -26,11 +26,11 @@ def add_load_parser(sub) -> None:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """0 when every variant loaded or is NOT_SUPPORTED by a named lack; 1 when any failed to build or load."""
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.entry.terminal import UsageError, check_outputs, resolve_inputs
     from vkdiff.entry.terminal import console as terminal_console
-    from vkdiff.harness.loading import load_variants, summarise
+    from vkdiff.tools.loading import load_variants, summarise
 
     console = terminal_console(stderr=True, soft_wrap=True)
     if args.results:

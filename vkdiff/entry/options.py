@@ -23,7 +23,7 @@ def parse_regex(text: str) -> str:
 
 def parse_local_wg(text: str) -> str:
     """Validate ``--local-wg``: XxYxZ, optionally @NODE."""
-    from vkdiff.device.workgroups import parse
+    from vkdiff.device.runtime.workgroups import parse
 
     try:
         parse(text)
@@ -87,7 +87,7 @@ def parse_timeout(text: str) -> float:
 def parse_route(text: str) -> str:
     """``--route``: a profile of ``routes.toml`` (one line naming the known ones otherwise)."""
 
-    from vkdiff.device.routing import UnknownRouteError, check_route
+    from vkdiff.device.runtime.routing import UnknownRouteError, check_route
 
     try:
         return check_route(text)
@@ -97,7 +97,7 @@ def parse_route(text: str) -> str:
 
 def parse_limits_profile(text: str) -> str:
     """``--limits-profile``: a profile of ``limits.toml`` (one line naming the known ones otherwise)."""
-    from vkdiff.device.limits import UnknownLimitsProfileError, check_limits_profile
+    from vkdiff.device.transports.limits import UnknownLimitsProfileError, check_limits_profile
 
     try:
         return check_limits_profile(text)
@@ -127,10 +127,10 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
               help="Session seed mixed into every case's input seed (printed at start)")
     addoption(f"--{prefix}route", metavar="PROFILE", type=parse_route, default="native",
               help="Routing profile for model cases on devices: device properties ET-VK routes on (native, mali, "
-                   "adreno, amd-coopmat, no-dot-product; see vkdiff/device/routes.toml)")
+                   "adreno, amd-coopmat, no-dot-product; see vkdiff/device/runtime/routes.toml)")
     addoption(f"--{prefix}limits-profile", metavar="NAME", type=parse_limits_profile, default=None,
               help="Create every device with a phone's lower limits (adreno-7xx, mali-g7xx; see "
-                   "vkdiff/device/limits.toml): exceeding one ends NOT_SUPPORTED naming it")
+                   "vkdiff/device/transports/limits.toml): exceeding one ends NOT_SUPPORTED naming it")
     addoption(f"--{prefix}transport", choices=("wgpu", "vulkan"), default=None,
               help="How devices are reached: wgpu (default; naga re-translates every module) or vulkan (raw Vulkan: "
                    "the SPIR-V as glslc built it, spec constants through VkSpecializationInfo; env VKDIFF_TRANSPORT)")
@@ -213,8 +213,8 @@ def run_settings(options: Mapping[str, Any], prefix: str = "") -> RunSettings:
 def route_transport_problem(settings: RunSettings) -> str | None:
     """Why ``--route`` cannot run on the run's transport (one line, before device work), else None: a profile that
     asks the device itself (``device``) needs raw Vulkan."""
-    from vkdiff.device.adapters import REPORTS_DEVICE_FEATURES
-    from vkdiff.device.routing import profiles
+    from vkdiff.device.transports.adapters import REPORTS_DEVICE_FEATURES
+    from vkdiff.device.runtime.routing import profiles
 
     route = settings.route
     if route and profiles().get(route, {}).get("from_device") and not REPORTS_DEVICE_FEATURES[settings.transport]:

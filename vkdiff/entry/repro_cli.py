@@ -30,8 +30,8 @@ def add_repro_parser(sub) -> None:
 def cmd_repro(args) -> int:
     """Record the case (or the node) on the device and write the folder; one line per problem, before any device
     work."""
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.harness.selection import tree_and_adapter
 
     case, prepared = _selected(args)
@@ -57,7 +57,7 @@ def _selected(args) -> tuple[KernelCase | None, tuple[Any, dict[str, Any]] | Non
     from vkdiff.harness.selection import SelectionError, find_case
 
     if args.from_artifacts:
-        from vkdiff.harness.artifacts import ArtifactError, load
+        from vkdiff.subjects.artifacts import ArtifactError, load
 
         try:
             found = load(Path(args.from_artifacts), "^" + re.escape(args.case) + "$")

@@ -19,7 +19,7 @@ import pytest
 from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.cases.sampling import sampled, sampled_models
 from vkdiff.entry.options import parse_sample
-from vkdiff.device.trees import TreeChoice
+from vkdiff.device.shaders.trees import TreeChoice
 from vkdiff import store
 from vkdiff.datamodel import CRASH_FLAG, REPAIRED_FLAG, Result, Status, merge
 from vkdiff.verdicts.expectations import counts_as_failure
@@ -181,7 +181,7 @@ class VkdiffSession:
         Raises:
             pytest.UsageError: ``--et-src`` names no usable tree.
         """
-        from vkdiff.device.trees import EtSourceError, choose_tree
+        from vkdiff.device.shaders.trees import EtSourceError, choose_tree
         from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
         from vkdiff.entry.options import output_problem, route_transport_problem
 
@@ -210,7 +210,7 @@ class VkdiffSession:
 
     @functools.cached_property
     def adapters(self) -> list[tuple[Any, Any]]:
-        from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
+        from vkdiff.device.transports.adapters import NoAdapterError, UnknownDeviceError, select
 
         try:
             return select(self.selectors, via=self.settings.transport, validate=self.settings.validate)
@@ -229,7 +229,7 @@ class VkdiffSession:
         """The cases every ``pytest_vkdiff_cases`` hook returns, in hook order (matching ``--vkdiff-cases``)."""
         import re
 
-        from vkdiff.harness.programs import SubjectError
+        from vkdiff.subjects.programs import SubjectError
 
         try:
             found = [case for answer in self.config.hook.pytest_vkdiff_cases(config=self.config) or []

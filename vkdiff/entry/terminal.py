@@ -81,11 +81,11 @@ def resolve_inputs(args: argparse.Namespace, console):
 
     Each problem is one line (a usage error); the tree's note is printed once everything is valid.
     """
-    from vkdiff.device.adapters import NoAdapterError, UnknownDeviceError, select
-    from vkdiff.device.build import GlslcMissingError, ShaderBuilder, glslc_version
-    from vkdiff.device.dispatch import has_baked_modules
-    from vkdiff.device.spirv import SpirvOptMissingError, spirv_opt
-    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.device.transports.adapters import NoAdapterError, UnknownDeviceError, select
+    from vkdiff.device.shaders.build import GlslcMissingError, ShaderBuilder, glslc_version
+    from vkdiff.device.shaders.dispatch import has_baked_modules
+    from vkdiff.device.shaders.spirv import SpirvOptMissingError, spirv_opt
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
     from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
 
     try:
@@ -201,7 +201,7 @@ def explain_no_tree(results: Sequence, tree, console) -> None:
 
 def coverage_document(tree: Path, paths: Sequence[Path]) -> dict:
     """``vkdiff coverage --json --results PATHS`` for ``tree`` (its registered ops and the variants dispatched)."""
-    from vkdiff.harness import coverage
+    from vkdiff.tools import coverage
     from vkdiff.store import load
 
     return coverage.to_document(tree, coverage.op_coverage(tree), coverage.variant_coverage(tree, load(list(paths))))

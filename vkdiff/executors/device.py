@@ -15,7 +15,7 @@ from typing import Any
 
 from vkdiff.datamodel import DelegateEntry
 from vkdiff.device.graph.delegate import DelegateGraph, DelegateRun, MissingLaunchersError, Tamper, stale_for
-from vkdiff.device.routing import Route
+from vkdiff.device.runtime.routing import Route
 
 
 class NotVulkanError(LookupError):

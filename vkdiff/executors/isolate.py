@@ -5,7 +5,7 @@ read back) blocks inside native code for good. With ``--timeout S`` the runner s
 each case's device work, already prepared on the host (a kernel case's arguments and
 reference, a model case's decoded delegate and inputs: numpy only), to a child process
 that owns the device. The child marks every call that waits on the device
-(``vkdiff.device.watchdog``); when one such wait lasts longer than ``S`` seconds, the
+(``vkdiff.device.transports.watchdog``); when one such wait lasts longer than ``S`` seconds, the
 parent kills the child, records ``ERROR`` with the flag ``hang`` naming the wait and
 the dispatches before it, and the next case starts a fresh child with a fresh device.
 A child that dies (a driver abort, a lost device) is recorded as ``ERROR`` with the flag
@@ -32,7 +32,7 @@ class WorkerSpec:
     """What a child needs to open the same device the parent would."""
 
     slug: str
-    """Adapter slug (``vkdiff.device.adapters.select``)."""
+    """Adapter slug (``vkdiff.device.transports.adapters.select``)."""
     tree: str | None
     """ExecuTorch tree whose shaders the child builds."""
     settings: RunSettings = RunSettings()
@@ -54,9 +54,9 @@ class Outcome:
 def _open_context(spec: WorkerSpec):
     from pathlib import Path
 
-    from vkdiff.device.adapters import select
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
 
     settings = spec.settings
     info, adapter = select([spec.slug], via=settings.transport, validate=settings.validate)[0]
@@ -66,7 +66,7 @@ def _open_context(spec: WorkerSpec):
 
 def _serve(conn, beacon, spec: WorkerSpec) -> None:
     """The child: open the device on first use, run jobs until told to stop; a lost device is reopened."""
-    from vkdiff.device import watchdog
+    from vkdiff.device.transports import watchdog
 
     watchdog.BEACON = beacon
     if spec.setup is not None:
@@ -99,7 +99,7 @@ class DeviceWorker:
         self._beacon = None
 
     def _start(self) -> None:
-        from vkdiff.device.watchdog import LABEL_BYTES
+        from vkdiff.device.transports.watchdog import LABEL_BYTES
 
         self._beacon = (self._mp.Value("d", 0.0, lock=False), self._mp.Array("c", LABEL_BYTES, lock=False))
         self._conn, child = self._mp.Pipe()

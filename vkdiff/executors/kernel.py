@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vkdiff.cases.kernels import KernelCase, below_bound, suite_of
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph import Launch
 from vkdiff.executors.bits import differing_elements, outputs
 from vkdiff.executors.op_graph import OpGraph, ResizeError

@@ -15,13 +15,13 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import BindingKindError, DeviceLimitError, EtVkRefusal
-from vkdiff.device.context import DeviceContext, VariantMissingError
+from vkdiff.device.runtime.context import DeviceContext, VariantMissingError
 from vkdiff.device.graph import ComputeGraph, Launch, TensorRef
 from vkdiff.device.graph.staging import RUNTIME_PORTS, element_index, graph_input, read_nchw
 from vkdiff.device.graph.vtensor import INT8X4, Layout
 from vkdiff.device.launchers.registry import pick, stale_ports
-from vkdiff.device.ports import stale_files
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.shaders.ports import stale_files
+from vkdiff.device.runtime.resources import Storage, Tensor
 
 
 def run_op(ctx: DeviceContext, op: str, args: Mapping[str, Any], *, storage: Storage, layout: Layout = "width",

@@ -5,7 +5,7 @@ references), repeated and replayed whole as asked; ``vkdiff.verdicts.program_run
 what ran. Eager PyTorch's calls of a catalogue case are computed here once per case.
 
 Catalogue model cases get here through their lowering (``prepare_model``); a user's
-``.pte`` or module through ``vkdiff.harness.programs``. Both are a ``PreparedProgram``.
+``.pte`` or module through ``vkdiff.subjects.programs``. Both are a ``PreparedProgram``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def run_prepared(ctx, *, model: PreparedProgram | tuple[Status, str], ident: dic
     ``replays`` whole-graph replays follow the node-by-node run (``--mode graph``). ``tamper`` is host work after
     each node of delegate 0 (or ``{delegate: tamper}``); each call's
     ``{delegate index: DelegateRun}`` is appended to ``keep`` when given (bisect and repro use them)."""
-    from vkdiff.device.routing import route_for
+    from vkdiff.device.runtime.routing import route_for
 
     start = time.perf_counter()
     route = route_for(route_name, ctx.info)

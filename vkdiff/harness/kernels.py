@@ -14,7 +14,7 @@ from typing import Any
 
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.datamodel import Result, Status, versions
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.executors.kernel import run_kernel
 from vkdiff.executors.references import Prepared
 from vkdiff.verdicts.kernels import judge_kernel

@@ -17,9 +17,9 @@ import shlex
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from vkdiff.cases.kernels import KernelCase
-from vkdiff.device.adapters import DeviceInfo
-from vkdiff.device.trees import TreeChoice
-from vkdiff.harness.programs import ProgramCase
+from vkdiff.device.transports.adapters import DeviceInfo
+from vkdiff.device.shaders.trees import TreeChoice
+from vkdiff.cases.program_case import ProgramCase
 from vkdiff.datamodel.settings import RunSettings
 from vkdiff.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, REPAIRS, Repair, Result,
                                       Status, bucket_of)
@@ -27,8 +27,8 @@ from vkdiff.verdicts.expectations import annotate
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
-    from vkdiff.device.build import ShaderBuilder
-    from vkdiff.device.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.executors.isolate import DeviceWorker
     from vkdiff.executors.references import Prepared
 
@@ -179,7 +179,7 @@ class Runner:
     @property
     def builder(self) -> ShaderBuilder:
         if self._builder is None:
-            from vkdiff.device.build import ShaderBuilder
+            from vkdiff.device.shaders.build import ShaderBuilder
 
             self._builder = ShaderBuilder(self.tree.path)
         return self._builder
@@ -266,7 +266,7 @@ class Runner:
 
     def _context(self, slug: str) -> DeviceContext:
         if slug not in self._contexts:
-            from vkdiff.device.context import DeviceContext
+            from vkdiff.device.runtime.context import DeviceContext
 
             self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder, self.limits_profile,
                                                  settings=self.settings)

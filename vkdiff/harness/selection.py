@@ -29,8 +29,8 @@ def find_case(case_id: str):
 def tree_and_adapter(et_src: str | None, device: str | None, settings: RunSettings):
     """The tree (``--et-src``) and the adapter (``--device``, else the first, through the run's transport), checked
     before any device work."""
-    from vkdiff.device.adapters import UnknownDeviceError, select
-    from vkdiff.device.trees import EtSourceError, choose_tree
+    from vkdiff.device.transports.adapters import UnknownDeviceError, select
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
 
     try:
         tree = choose_tree(et_src)

@@ -1,8 +1,8 @@
 """Pure-numpy reference oracle for ET-VK quantized ops (never imports torch)."""
 
-from vkdiff.reference.cat import quantized_cat
-from vkdiff.reference.embedding import embedding_q4gsw
-from vkdiff.reference.linear import (
+from vkdiff.reference.quantized.cat import quantized_cat
+from vkdiff.reference.quantized.embedding import embedding_q4gsw
+from vkdiff.reference.quantized.linear import (
     dequantize_q4gsw_weight,
     linear_dq8ca_q4gsw,
     linear_dq8ca_q4gsw_dynamic,
@@ -10,7 +10,7 @@ from vkdiff.reference.linear import (
     linear_q4gsw,
     quantize_int4_group_symmetric,
 )
-from vkdiff.reference.packing import (
+from vkdiff.reference.quantized.packing import (
     pack_int4_embedding,
     pack_int4_linear,
     pack_int8_4h4w,
@@ -25,8 +25,8 @@ from vkdiff.reference.packing import (
 )
 from vkdiff.reference.ops import (OPS, ReferenceOp, UnsupportedOpError, contracted, emulate, evaluate,
                                   evaluate_with_magnitude, reference_op)
-from vkdiff.reference.q8ta import linear_q8ta_q8csw, q8ta_add, q8ta_linear
-from vkdiff.reference.quant import (
+from vkdiff.reference.quantized.q8ta import linear_q8ta_q8csw, q8ta_add, q8ta_linear
+from vkdiff.reference.quantized.quant import (
     choose_qparams_affine,
     choose_qparams_group_symmetric,
     choose_qparams_per_row_etvk,

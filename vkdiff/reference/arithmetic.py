@@ -31,8 +31,8 @@ from typing import Optional
 
 import numpy as np
 
-from vkdiff.reference.packing import unpack_int4_linear
-from vkdiff.reference.quant import quantize_per_token
+from vkdiff.reference.quantized.packing import unpack_int4_linear
+from vkdiff.reference.quantized.quant import quantize_per_token
 
 __all__ = ["dot_as", "linear_q4gsw_as", "linear_dq8ca_q4gsw_as", "round_to", "ulp"]
 

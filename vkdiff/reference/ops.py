@@ -27,11 +27,11 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from vkdiff.reference import aten, llm
+from vkdiff.reference.tensor import aten, llm
 from vkdiff.reference.arithmetic import linear_dq8ca_q4gsw_as, linear_q4gsw_as
-from vkdiff.reference.embedding import embedding_q4gsw
-from vkdiff.reference.linear import dequantize_q4gsw_weight, linear_dq8ca_q4gsw, linear_float64
-from vkdiff.reference.quant import choose_qparams_affine
+from vkdiff.reference.quantized.embedding import embedding_q4gsw
+from vkdiff.reference.quantized.linear import dequantize_q4gsw_weight, linear_dq8ca_q4gsw, linear_float64
+from vkdiff.reference.quantized.quant import choose_qparams_affine
 
 __all__ = ["OPS", "ReferenceOp", "UnsupportedOpError", "emulate", "evaluate", "evaluate_with_magnitude",
            "reference_op"]
@@ -186,7 +186,7 @@ ATEN: dict[str, Callable[..., Any]] = {
     "aten.round.default": aten.round_, "aten.abs.default": aten.abs_, "aten.arange.start_step": aten.arange,
     "aten.squeeze_copy.dims": aten.squeeze_copy,
 }
-"""ATen ops whose reference is one ``vkdiff.reference.aten`` function, registered by full op name."""
+"""ATen ops whose reference is one ``vkdiff.reference.tensor.aten`` function, registered by full op name."""
 for _op, _fn in ATEN.items():
     reference_op(_op)(_fn)
 reference_op("aten.view_copy.default", "aten._unsafe_view.default")(aten.view_copy)
@@ -231,8 +231,8 @@ reference_op("_operator.floordiv.default")(lambda a, b: int(a) // int(b))
 
 
 # Reductions and norms (Reduce.cpp, ArgReduce.cpp, Var.cpp, Softmax.cpp, NativeLayerNorm.cpp, GroupNorm.cpp,
-# BatchNorm.cpp): vkdiff.reference.reduce and vkdiff.reference.norm.
-from vkdiff.reference import norm as _norm, reduce as _reduce  # noqa: E402
+# BatchNorm.cpp): vkdiff.reference.tensor.reduce and vkdiff.reference.tensor.norm.
+from vkdiff.reference.tensor import norm as _norm, reduce as _reduce  # noqa: E402
 
 reference_op("aten.sum.dim_IntList", accumulation=_reduce.sum_accumulation)(_reduce.sum_)
 reference_op("aten.mean.dim", accumulation=_reduce.mean_accumulation)(_reduce.mean)
@@ -251,7 +251,7 @@ reference_op("aten._native_batch_norm_legit_no_training.default", accumulation=_
 
 # Convolution and grid ops (Convolution.cpp, Conv2dGemm.cpp, Conv1dDW.cpp, Conv1dPW.cpp, GridSampler2d.cpp,
 # GridPriors.cpp): conv outputs accumulate sum |x||w| terms, so their tolerance scales with that magnitude.
-from vkdiff.reference import conv as _conv, grid as _grid  # noqa: E402
+from vkdiff.reference.tensor import conv as _conv, grid as _grid  # noqa: E402
 
 
 def _convolution_accumulation(input, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), transposed=False,
@@ -285,7 +285,7 @@ reference_op("et_vk.grid_priors.default")(_grid.grid_priors)
 
 
 # matmul, pooling and upsample (Matmul.cpp, Linear.cpp, Pool.cpp, Upsample.cpp)
-from vkdiff.reference import matmul as _matmul, pool as _pool  # noqa: E402
+from vkdiff.reference.tensor import matmul as _matmul, pool as _pool  # noqa: E402
 
 reference_op("aten.mm.default", accumulation=_matmul.mm_accumulation)(_matmul.mm)
 reference_op("aten.bmm.default", accumulation=_matmul.mm_accumulation)(_matmul.bmm)
@@ -299,7 +299,7 @@ reference_op("aten.upsample_bilinear2d.vec")(_pool.upsample_bilinear2d)
 
 
 # indexing, concat/split, where, tan and the scalar-binary ops (issue 22)
-from vkdiff.reference import indexing  # noqa: E402
+from vkdiff.reference.tensor import indexing  # noqa: E402
 
 for _op, _fn in {"aten.cat.default": indexing.cat, "aten.split_with_sizes_copy.default": indexing.split_with_sizes_copy,
                  "aten.gather.default": indexing.gather, "aten.index_select.default": indexing.index_select,
@@ -315,7 +315,7 @@ for _op, _fn in {"aten.cat.default": indexing.cat, "aten.split_with_sizes_copy.d
 
 # view / copy / data movement, part 1 (issue 22): Permute, Clone, ToCopy, View, Squeeze, Unsqueeze, Select, Slice,
 # Expand, Repeat, Flip, Pad, ScalarTensor
-from vkdiff.reference import movement  # noqa: E402
+from vkdiff.reference.tensor import movement  # noqa: E402
 
 for _op, _fn in {"aten.permute.default": aten.permute_copy, "aten.select.int": llm.select_copy,
                  "aten.slice.Tensor": llm.slice_copy, "aten.expand_copy.default": movement.expand_copy,
@@ -335,7 +335,7 @@ EXACT_OPS = frozenset({
 
 
 # RoPE and per-row qparams (issue 22): et_vk.apply_rotary_emb_interleaved, etvk.choose_qparams_per_row
-from vkdiff.reference.quant import choose_qparams_per_row  # noqa: E402
+from vkdiff.reference.quantized.quant import choose_qparams_per_row  # noqa: E402
 
 reference_op("et_vk.apply_rotary_emb_interleaved.default", accumulation=llm.apply_rotary_emb_interleaved_accumulation)(
     llm.apply_rotary_emb_interleaved)
@@ -350,9 +350,9 @@ reference_op("llama.update_cache.default")(llm.update_cache)
 
 # Linears with float activations at the op boundary and per-channel int8/int4 weights (issue 23):
 # QuantizedLinearQCSNW.cpp, QuantizedLinear.cpp's q8csw/q8ta_q8csw, QuantizedLinearRequant.cpp.
-from vkdiff.reference import linear as _linear, q8ta as _q8ta  # noqa: E402
-from vkdiff.reference.packing import unpack_int4_embedding as _unpack_qcs4w  # noqa: E402
-from vkdiff.reference.quant import quantize_per_tensor as _quantize_per_tensor  # noqa: E402
+from vkdiff.reference.quantized import linear as _linear, q8ta as _q8ta  # noqa: E402
+from vkdiff.reference.quantized.packing import unpack_int4_embedding as _unpack_qcs4w  # noqa: E402
+from vkdiff.reference.quantized.quant import quantize_per_tensor as _quantize_per_tensor  # noqa: E402
 
 
 def _with_magnitude(x: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray] = None
@@ -376,7 +376,7 @@ def _linear_q8csw_accumulation(x, weights, weight_scales, bias=None):
 
 
 def _linear_q8ta_q8csw(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, bias=None):
-    """The schema names the weight ``weights``; ``vkdiff.reference.q8ta`` takes it positionally."""
+    """The schema names the weight ``weights``; ``vkdiff.reference.quantized.q8ta`` takes it positionally."""
     return _q8ta.linear_q8ta_q8csw(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, bias)
 
 
@@ -400,12 +400,12 @@ reference_op("et_vk.q4gsw_requant.default")(_linear.q4gsw_requant)
 
 # Static-int8 linears with int8x4 activations (issue 23: Q8taLinear.cpp, Q8taLinearGemv.cpp): int8 in, int8 out,
 # requantized in float32 as the shaders do, so the codes are compared exactly.
-from vkdiff.reference import q8ta as _q8ta  # noqa: E402
+from vkdiff.reference.quantized import q8ta as _q8ta  # noqa: E402
 
 
 def _q8ta_linear(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, output_scale,
                  output_zero_point, bias=None, activation="none"):
-    """The schema names the weight ``weights``; ``vkdiff.reference.q8ta`` takes it positionally."""
+    """The schema names the weight ``weights``; ``vkdiff.reference.quantized.q8ta`` takes it positionally."""
     return _q8ta.q8ta_linear(x, input_scale, input_zero_point, weights, weight_sums, weight_scales, output_scale,
                              output_zero_point, bias, activation)
 
@@ -415,7 +415,7 @@ reference_op("et_vk.q8ta_linear.default", "et_vk.q8ta_linear_gemv.default")(_q8t
 
 # static-int8 elementwise ops and the float <-> int8x4 boundary (issue 23): QuantizeDequantize.cpp, Q8taUnary.cpp,
 # Q8taBinary.cpp, Q8taPixelShuffle.cpp
-from vkdiff.reference import q8ta_elementwise as _q8e  # noqa: E402
+from vkdiff.reference.quantized import q8ta_elementwise as _q8e  # noqa: E402
 
 reference_op("quantized_decomposed.quantize_per_tensor.default")(_q8e.quantize_per_tensor_op)
 reference_op("quantized_decomposed.dequantize_per_tensor.default")(_q8e.dequantize_per_tensor_op)
@@ -425,7 +425,7 @@ reference_op("et_vk.q8ta_pixel_shuffle.default")(_q8e.q8ta_pixel_shuffle)
 
 
 # Training (issue 23): AdamwStep.cpp, LinearDw.cpp, FusedCe.cpp, QuantizedLinearBackward.cpp
-from vkdiff.reference import training  # noqa: E402
+from vkdiff.reference.tensor import training  # noqa: E402
 
 reference_op("et_vk.adamw_step.default", accumulation=training.adamw_step_accumulation)(training.adamw_step)
 reference_op("et_vk.linear_dW.default", accumulation=training.linear_dW_accumulation)(training.linear_dW)
@@ -435,7 +435,7 @@ reference_op("et_vk.linear_q4gsw_backward.default", accumulation=training.linear
 
 
 # Quantized 2-D convolutions (issue 23): QuantizedConvolution.cpp.
-from vkdiff.reference import quantized_conv  # noqa: E402
+from vkdiff.reference.quantized import quantized_conv  # noqa: E402
 
 reference_op("et_vk.conv2d_q8csw.default", accumulation=quantized_conv.conv2d_q8csw_accumulation)(
     quantized_conv.conv2d_q8csw)
@@ -446,7 +446,7 @@ reference_op("et_vk.conv2d_q8ta_q8csw_q8to.default", "et_vk.conv2d_q8ta_q8csw_q8
 
 
 # Static-int8 convolutions with int8x4 activations (issue 23): Q8taConv2d*.cpp; int8 codes compared exactly.
-from vkdiff.reference import q8ta_conv as _q8ta_conv  # noqa: E402
+from vkdiff.reference.quantized import q8ta_conv as _q8ta_conv  # noqa: E402
 
 for _op in ("q8ta_conv2d", "q8ta_conv2d_general", "q8ta_conv2d_im2col", "q8ta_conv2d_pw", "q8ta_conv2d_dw",
             "q8ta_conv2d_transposed"):

@@ -157,7 +157,7 @@ def _binding_kind(entry: dict, raw: bool = False) -> str:
 
 def _specialize(op: dict, folder: Path) -> str:
     """A raw trace's workgroup size (ids 0–2) and spec constants, each as its module declares it (32-bit)."""
-    from vkdiff.device.spirv import spec_constant_types
+    from vkdiff.device.shaders.spirv import spec_constant_types
 
     declared = spec_constant_types((folder / "spirv" / f"{op['module']}.spv").read_bytes())
     values = {**dict(zip((0, 1, 2), op["local_size"])), **{int(k): v for k, v in op["spec"].items()}}

@@ -1,6 +1,6 @@
 """``vkdiff repro CASE --device D -o DIR``: a self-contained folder that reproduces a kernel case's verdict.
 
-The case runs once on the device through a recording device (``vkdiff.device.trace``);
+The case runs once on the device through a recording device (``vkdiff.device.transports.trace``);
 the folder then holds every buffer and texture the run created, every write (inputs,
 constants, params, the poison of fresh tensors), each dispatch's SPIR-V exactly as loaded,
 bind-group layout, bindings, push constants and workgroup counts, and for each output
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from vkdiff.cases.kernels import KernelCase
-from vkdiff.device import layouts
-from vkdiff.device.trace import TraceDevice
+from vkdiff.device.runtime import layouts
+from vkdiff.device.transports.trace import TraceDevice
 from vkdiff.datamodel import Result
 
 

@@ -6,7 +6,7 @@ on the device once, as a ``device`` verdict does, then builds a one-node delegat
 the device computed for them, its constants (a constant it mutates, a KV cache, as the
 device held it just before the node), its SymInts at their run-time values, and every
 tensor with the storage and memory layout the delegate serialized. That delegate runs
-through the recording device (``vkdiff.device.trace``): staging copies, prepacking, the
+through the recording device (``vkdiff.device.transports.trace``): staging copies, prepacking, the
 node's dispatches and the readbacks of its outputs are what the folder replays; each
 output is judged, as vkdiff judges the node in the model, against the reference op on
 those same inputs.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from vkdiff.device.trace import TraceDevice
+from vkdiff.device.transports.trace import TraceDevice
 from vkdiff.datamodel import Call, Delegate, Status
 from vkdiff.repro.kernel import Check
 
@@ -193,7 +193,7 @@ def repro_node(ctx, model, ident: dict[str, Any], out_dir: Path, *, node: int | 
     Raises:
         NodeReproError: the case never reached its nodes, no node is bad and none was named, or no such node or step.
     """
-    from vkdiff.device.routing import route_for
+    from vkdiff.device.runtime.routing import route_for
     from vkdiff.harness.device_models import run_prepared
     from vkdiff.repro.kernel import write_bundle
     from vkdiff.executors.node_refs import expect_nodes

@@ -51,7 +51,7 @@ def open_wgpu_device(substring: str | None):
 def open_raw_device(substring: str | None):
     """vkdiff's raw Vulkan transport: the same wgpu-shaped calls, on the exact SPIR-V."""
     try:
-        from vkdiff.device.vk_device import adapters as raw_adapters
+        from vkdiff.device.transports.vk_device import adapters as raw_adapters
     except ImportError as exc:
         sys.exit(f"run_repro: this folder was recorded through raw Vulkan; replaying it needs vkdiff and the 'vulkan' "
                  f"package ({exc}), or Amber with case.amber (vkdiff repro --amber)")

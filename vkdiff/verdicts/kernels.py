@@ -18,7 +18,7 @@ import numpy as np
 
 from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status
 from vkdiff.device.boundary import is_device_lost
-from vkdiff.device.layouts import unwritten_mask
+from vkdiff.device.runtime.layouts import unwritten_mask
 from vkdiff.executors.kernel import Checked, KernelRun, Smaller
 from vkdiff.verdicts.compare import Emulated, ErrorStatistics
 from vkdiff.verdicts.program import INF_CLAMPED_FLAG, PORT_STALE_FLAG

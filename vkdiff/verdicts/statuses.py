@@ -8,10 +8,10 @@ from vkdiff.datamodel import Status
 from vkdiff.device.boundary import (DeviceLimitError, DispatchError, DtypeMismatchError, EtVkRefusal, InstrumentationError,
                                     OutOfBoundsError, ShaderLoadError, ShaderUnsupportedError, SyncHazardError,
                                     is_device_lost)
-from vkdiff.device.build import BuildError
-from vkdiff.device.context import VariantMissingError
+from vkdiff.device.shaders.build import BuildError
+from vkdiff.device.runtime.context import VariantMissingError
 from vkdiff.device.graph.delegate import MissingLaunchersError
-from vkdiff.device.spirv import SpirvOptMissingError
+from vkdiff.device.shaders.spirv import SpirvOptMissingError
 from vkdiff.executors.host_ops import HostOpError
 from vkdiff.reference import UnsupportedOpError
 

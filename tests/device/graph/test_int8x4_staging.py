@@ -1,6 +1,6 @@
 """int8 tensors in ET-VK's packed int8x4 layouts, in and out through the tree's own staging shaders
 (``nchw_to_int8x4_buffer``, ``int8x4_buffer_to_nchw``), checked word by word against the numpy layouts of
-``vkdiff.reference.int8x4``."""
+``vkdiff.reference.quantized.int8x4``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import graph_input, read_nchw
-from vkdiff.reference import int8x4
+from vkdiff.reference.quantized import int8x4
 
 pytestmark = [requires_tree, requires_vulkan]
 

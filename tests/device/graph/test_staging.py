@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.device import layouts
+from vkdiff.device.runtime import layouts
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import element_index, graph_input, read_nchw, tensor_to_nchw_shader
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.routing import route_for
 
 pytestmark = [requires_tree, requires_vulkan]
 

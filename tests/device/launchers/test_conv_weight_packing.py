@@ -1,5 +1,5 @@
 """The int8 conv weight packings on the pinned main tree, read back raw from the device and compared with
-``vkdiff/reference/packing.py``: ``pack_q8_conv2d_weights`` (``q8ta_conv2d``, ``_pw``, ``_transposed`` and
+``vkdiff/reference/quantized/packing.py``: ``pack_q8_conv2d_weights`` (``q8ta_conv2d``, ``_pw``, ``_transposed`` and
 ``conv2d_q8ta_q8csw_q8to``'s direct route), ``pack_q8_conv2d_dw_weights`` (``q8ta_conv2d_dw`` and the q8to ``dw``
 route) and the 8-bit linear packing the im2col routes and ``conv2d_q8csw`` reuse, for channels off 4, kernels 1×1,
 3×3, 2×5, groups, on texture2d and (past ``max-texture-dimension-2d``) buffer storage. Each packing's companion test
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.launchers import q8ta_conv2d, q8ta_conv2d_dw, q8ta_conv2d_pw, q8ta_conv2d_transposed
 from vkdiff.device.launchers import quantized_convolution
-from vkdiff.device.resources import Tensor
-from vkdiff.reference import packing, q8ta_conv
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.reference.quantized import packing, q8ta_conv
 
 pytestmark = [requires_tree, requires_vulkan]
 

@@ -11,7 +11,7 @@ import pytest
 from tests.testutils import requires_tree, requires_vulkan
 from vkdiff.cases.kernels import KernelCase, all_cases
 from vkdiff.datamodel import Status
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import graph_input
 from vkdiff.device.launchers import LAUNCHERS, launcher_for
@@ -43,7 +43,7 @@ def test_case_passes(et_ctx, case):
 def test_v1_3_1_tree_passes(et_tree_v131, m):
     """The older tree (``linear_q4gsw`` registered in ``QuantizedLinear.cpp`` itself) builds and matches too."""
     from tests.testutils import first_adapter
-    from vkdiff.device.build import ShaderBuilder
+    from vkdiff.device.shaders.build import ShaderBuilder
 
     ctx = DeviceContext(*first_adapter(), ShaderBuilder(et_tree_v131))
     result = kernels.run_case(ctx, dataclasses.replace(CASE, shape=(("M", m), ("K", 256), ("N", 64), ("g", 32))))

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import add_input_staging, read_nchw
 from vkdiff.device.launchers.embedding import embedding
 from vkdiff.device.launchers.staging import prepack
 from vkdiff.device.launchers.select import select_copy
 from vkdiff.device.launchers.slice import slice_copy
-from vkdiff.device.layouts import unwritten_mask
+from vkdiff.device.runtime.layouts import unwritten_mask
 
 pytestmark = [requires_tree, requires_vulkan]
 

@@ -15,11 +15,11 @@ from vkdiff.device.graph.staging import add_input_staging, read_nchw
 from vkdiff.executors.op_graph import run_op
 from vkdiff.device.launchers.rms_norm import rms_norm
 from vkdiff.device.launchers.rotary_embedding import apply_rotary_emb, apply_rotary_emb_hf
-from vkdiff.device.layouts import unwritten_mask
+from vkdiff.device.runtime.layouts import unwritten_mask
 from vkdiff.executors import references
 from vkdiff.executors import kernel as executor
 from vkdiff.harness import kernels
-from vkdiff.reference import llm
+from vkdiff.reference.tensor import llm
 from vkdiff.verdicts import expectations
 
 pytestmark = [requires_tree, requires_vulkan]

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.cases.kernel_suites import q8ta_linear as suite
+from vkdiff.cases.kernel_suites.quantized import q8ta_linear as suite
 from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Status
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.launchers import q8ta_linear
 from vkdiff.executors.op_graph import OpGraph
 from vkdiff.harness import kernels
-from vkdiff.reference import packing
+from vkdiff.reference.quantized import packing
 
 pytestmark = [requires_tree, requires_vulkan]
 

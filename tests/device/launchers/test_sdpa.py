@@ -22,10 +22,10 @@ from vkdiff.datamodel import Tolerance
 from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import InputStaging, Readback, add_input_staging, read_nchw
 from vkdiff.device.launchers.sdpa import attn_weight_full_sizes, sdpa_with_kv_cache, update_cache
-from vkdiff.device.layouts import unwritten_mask
-from vkdiff.device.resources import Tensor
-from vkdiff.device.routing import route_for
-from vkdiff.reference.llm import sdpa_with_kv_cache as reference_sdpa
+from vkdiff.device.runtime.layouts import unwritten_mask
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.device.runtime.routing import route_for
+from vkdiff.reference.tensor.llm import sdpa_with_kv_cache as reference_sdpa
 from vkdiff.verdicts.compare import assert_within
 
 pytestmark = [requires_tree, requires_vulkan]

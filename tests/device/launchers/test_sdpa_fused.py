@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.testutils import requires_tree, requires_vulkan
-from vkdiff.cases.kernel_suites import sdpa
+from vkdiff.cases.kernel_suites.nn import sdpa
 from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Status
 from vkdiff.executors.op_graph import OpGraph

@@ -32,17 +32,18 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import numpy as np
 
-from vkdiff.device import layouts, resources, watchdog
-from vkdiff.device.barriers import port_for
+from vkdiff.device.runtime import layouts, resources
+from vkdiff.device.transports import watchdog
+from vkdiff.device.runtime.barriers import port_for
 from vkdiff.device.boundary import DispatchError, DtypeMismatchError, EtVkRefusal, OutOfBoundsError, SyncHazardError
-from vkdiff.device.context import DeviceContext
-from vkdiff.device.dispatch import Batch
-from vkdiff.device.dispatch import dispatch as dispatch_pipeline
+from vkdiff.device.runtime.context import DeviceContext
+from vkdiff.device.shaders.dispatch import Batch
+from vkdiff.device.shaders.dispatch import dispatch as dispatch_pipeline
 from vkdiff.device.graph.sync import SyncRecorder
 from vkdiff.device.graph.vtensor import INT8X4, Layout, TensorSpec
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.runtime.resources import Storage, Tensor
 from vkdiff.datamodel.arithmetic import Arithmetic
-from vkdiff.device.routing import Route, route_for
+from vkdiff.device.runtime.routing import Route, route_for
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -185,7 +186,7 @@ class ComputeGraph:
         self._batch: Batch | None = None
         self.device = ctx.device
         self.route = route or route_for("native", ctx.info)
-        """Device properties ET-VK's host code routes on (see ``vkdiff.device.routing``)."""
+        """Device properties ET-VK's host code routes on (see ``vkdiff.device.runtime.routing``)."""
         self.dispatches: list[DispatchRecord] = []
         """Prepack dispatches of the build, then those of the latest ``execute()``."""
         self.execute_nodes: list[ExecuteNode] = []

@@ -29,14 +29,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph.compute import ComputeGraph, DispatchRecord, SymInt, TensorRef
 from vkdiff.device.graph.staging import RUNTIME_PORTS, Readback, add_input_staging, read_nchw
 from vkdiff.device.graph.vtensor import LAYOUT_NAMES, STORAGE_NAMES, suggested_layout
 from vkdiff.device.launchers.registry import LAUNCHERS, Launcher, launcher_for, stale_ports
-from vkdiff.device.ports import stale_files
-from vkdiff.device.resources import Tensor
-from vkdiff.device.routing import Route
+from vkdiff.device.shaders.ports import stale_files
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.device.runtime.routing import Route
 from vkdiff.datamodel import DTYPE_FROM_OUTPUT, Call, Delegate
 
 

@@ -20,12 +20,12 @@ from typing import Sequence
 
 import numpy as np
 
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph.compute import ComputeGraph, TensorRef
 from vkdiff.device.graph.vtensor import INT8X4, TensorSpec
-from vkdiff.device.ports import Port
-from vkdiff.device.resources import Tensor
+from vkdiff.device.shaders.ports import Port
+from vkdiff.device.runtime.resources import Tensor
 
 RUNTIME_PORTS = (
     Port(file="runtime/graph/ops/impl/Staging.cpp",

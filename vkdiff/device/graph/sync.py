@@ -1,5 +1,5 @@
 """The hazard check of ``--validate`` for one graph: each dispatch's transitions as ET-VK issues them, recorded per
-submission, then checked (``vkdiff.device.hazards``).
+submission, then checked (``vkdiff.device.runtime.hazards``).
 
 Tensors (``vTensor``s: graph tensors with metadata) transition at every dispatch that binds them, with the access
 the shader itself declares for that binding; staging buffers and params buffers do not (ET-VK binds them without a
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from vkdiff.device import spirv
-from vkdiff.device.barriers import COMPUTE, READ, WRITE, BarrierPort, PipelineBarrier, TensorState, transition
+from vkdiff.device.shaders import spirv
+from vkdiff.device.runtime.barriers import COMPUTE, READ, WRITE, BarrierPort, PipelineBarrier, TensorState, transition
 from vkdiff.device.boundary import SyncHazardError
-from vkdiff.device.hazards import Access, Dispatch, find_hazards
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.hazards import Access, Dispatch, find_hazards
+from vkdiff.device.runtime.resources import Tensor
 
 _ACCESS = {"read-only": READ, "write-only": WRITE, "read-write": READ | WRITE, "": READ | WRITE}
 

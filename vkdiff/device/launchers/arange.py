@@ -18,7 +18,7 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.arange.start_step"
 PORTS = (Port(file="runtime/graph/ops/impl/Arange.cpp",

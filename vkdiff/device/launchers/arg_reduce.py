@@ -16,7 +16,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.reduce import PORTS as REDUCE_PORTS, add_reduce_per_row_node, normalize, reduce_output
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/ArgReduce.cpp", functions=("arg_reduce_impl", "argmin", "argmax"),
               sha256="d2dfc6715ccaadd7cd8e51211065a201f65e6ab68045d36dddb9d16144443220",

@@ -24,7 +24,7 @@ from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.utils.common import default_global_wg, div_up, dtype_suffix
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/BatchNorm.cpp",
               functions=("resize_batch_norm_node", "check_and_prepack_arg", "add_native_batch_norm_node",

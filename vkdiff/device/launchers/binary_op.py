@@ -24,7 +24,7 @@ from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.utils.common import default_global_wg, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/BinaryOp.cpp",
               functions=("add_binary_op_node", "check_binary_op_args", "resize_binary_op_node"),

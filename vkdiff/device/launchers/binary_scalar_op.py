@@ -28,7 +28,7 @@ from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/BinaryScalarOp.cpp",
               functions=("add_binary_scalar_op_node", "resolve_scalar_extract_dtype", "extract_int32_scalar",

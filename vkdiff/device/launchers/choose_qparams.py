@@ -26,7 +26,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "torchao.choose_qparams_affine.default"
 OP_PER_ROW = "etvk.choose_qparams_per_row.default"

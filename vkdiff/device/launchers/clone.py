@@ -33,7 +33,7 @@ from vkdiff.device.launchers.permute import TREE
 from vkdiff.device.launchers.utils.q8ta_clone import PORT as Q8TA_CLONE_PORT, add_q8ta_clone_node
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.view import DIM_ORDER_COPY_PORTS as VIEW_PORTS, add_view_copy_node
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.clone.default"
 PORTS = (Port(file="runtime/graph/ops/impl/Clone.cpp",

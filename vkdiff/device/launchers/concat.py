@@ -28,7 +28,7 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import flip_and_unsqueeze
 from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.cat.default"
 

@@ -23,7 +23,7 @@ from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.utils.conv_utils import FLOAT_MAX, KERNEL_UTILS, ConvRouteError, calc_out_size, params, scalar_or
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.conv1d_dw.default"
 PORT = Port(file="runtime/graph/ops/impl/Conv1dDW.cpp",

@@ -28,7 +28,7 @@ from vkdiff.device.launchers.conv1d_dw import check_height_packed
 from vkdiff.device.launchers.utils.conv2d_pw import prepack_fp_linear_weight
 from vkdiff.device.launchers.utils.conv_utils import FLOAT_MAX, ConvRouteError, params, scalar_or
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.conv1d_pw.default"
 PORT = Port(file="runtime/graph/ops/impl/Conv1dPW.cpp",

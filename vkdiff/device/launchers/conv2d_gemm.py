@@ -35,7 +35,7 @@ from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size
 from vkdiff.device.launchers.utils.conv_utils import (CONVOLUTION, KERNEL_UTILS, ConvRouteError, calc_out_sizes_hw,
                                                 check_conv_args, params, prepack_biases, prepack_node, staging_suffix)
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.conv2d_gemm.default"
 TREE = "executorch main cff6f4dd32"

@@ -56,8 +56,8 @@ from vkdiff.device.launchers.utils.conv_utils import (CONVOLUTION, KERNEL_UTILS,
                                                 create_kernel2d_params, params, prepack_biases, prepack_node,
                                                 staging_suffix)
 from vkdiff.device.launchers.registry import register_op
-from vkdiff.device.resources import Tensor
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.device.runtime.routing import route_for
 
 PORTS = (CONVOLUTION, KERNEL_UTILS, PREPACK_NODE, conv2d_dw.PORT, conv2d_pw.PORT, *conv2d_gemm.PORTS[:2],
          conv1d_dw.PORT, conv1d_pw.PORT)

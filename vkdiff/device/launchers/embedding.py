@@ -47,7 +47,7 @@ from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.graph.vtensor import DEFAULT_AXIS_MAP
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.embedding.default"
 

@@ -28,7 +28,7 @@ from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.utils.common import dtype_suffix
 from vkdiff.device.launchers.quantized_linear import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.embedding_q4gsw.default"
 

@@ -19,7 +19,7 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.permute import TREE
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.expand_copy.default"
 PORTS = (Port(file="runtime/graph/ops/impl/Expand.cpp", functions=("expand", "add_expand_node", "resize_expand_node"),

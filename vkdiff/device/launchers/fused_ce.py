@@ -27,7 +27,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.fused_ce.default"
 PORT = Port(file="runtime/graph/ops/impl/FusedCe.cpp",

@@ -28,7 +28,7 @@ from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.utils.common import default_global_wg, dtype_suffix
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/GroupNorm.cpp",
               functions=("group_norm_local_wg_size", "resize_group_norm_texture_node", "add_native_group_norm_node",

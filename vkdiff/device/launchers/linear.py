@@ -38,7 +38,7 @@ from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer, staging_dtype
 from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.linear.default"
 TREE = "executorch main cff6f4dd32"

@@ -23,7 +23,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.linear_dW.default"
 PORT = Port(file="runtime/graph/ops/impl/LinearDw.cpp",

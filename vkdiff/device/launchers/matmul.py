@@ -37,7 +37,7 @@ from vkdiff.device.launchers.linear import (MATMUL_PORT, PORTS as LINEAR_PORTS, 
                                             coopmat_not_ported, is_coopmat_eligible, prepack_fp_linear_weight,
                                             tiled_global_wg_size, tiled_kernel_base)
 from vkdiff.device.launchers.registry import register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (MATMUL_PORT, *LINEAR_PORTS)
 

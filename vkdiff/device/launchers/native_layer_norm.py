@@ -27,7 +27,7 @@ from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import prepack_standard
 from vkdiff.device.launchers.utils.common import default_global_wg, dtype_suffix
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/NativeLayerNorm.cpp",
               functions=("calc_out_mean_sizes", "resize_native_layer_norm_node", "layer_norm_buffer_global_wg_size",

@@ -22,7 +22,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.pixel_shuffle.default"
 

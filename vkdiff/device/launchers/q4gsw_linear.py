@@ -31,7 +31,7 @@ from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.launchers.utils import arithmetic
 from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.linear_q4gsw.default"
 OP_ALIAS = "et_vk.q4gsw_linear.default"

@@ -28,7 +28,7 @@ from vkdiff.device.launchers.utils import block_config as bc
 from vkdiff.device.launchers.utils.common import val_at
 from vkdiff.device.launchers.q8ta_unary import check_same_packing
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_add.default"
 TREE = "executorch main cff6f4dd32"

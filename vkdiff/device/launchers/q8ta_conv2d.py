@@ -41,7 +41,7 @@ from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, 
                                                      prepack_quantized_conv2d_weight, qparams_block, resized,
                                                      route_name, whc, with_profile)
 from vkdiff.device.launchers.registry import register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_conv2d.default"
 GENERAL = "et_vk.q8ta_conv2d_general.default"

@@ -33,7 +33,7 @@ from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, 
                                                      with_profile)
 from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_conv2d_im2col.default"
 PORT = Port(file="runtime/graph/ops/impl/Q8taConv2dIm2Col.cpp",

@@ -33,7 +33,7 @@ from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, Q8TA_CONV2
                                                      prepack_quantized_conv2d_weight, qparams_block, resized,
                                                      route_name, whc, with_profile)
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_conv2d_pw.default"
 PORT = Port(file="runtime/graph/ops/impl/Q8taConv2dPW.cpp",

@@ -29,7 +29,7 @@ from vkdiff.device.launchers.utils.q8ta_conv_utils import (CONSTANTS, GEOMETRY, 
                                                      route_name, transposed_out_hw, transposed_output_of, whc,
                                                      with_profile)
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_conv2d_transposed.default"
 PORT = Port(file="runtime/graph/ops/impl/Q8taConv2dTransposed.cpp",

@@ -43,8 +43,8 @@ from vkdiff.device.graph.vtensor import PackedDimInfo
 from vkdiff.device.launchers.utils.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_weight
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.device.runtime.routing import route_for
 
 LINEAR_OP = "et_vk.q8ta_linear.default"
 

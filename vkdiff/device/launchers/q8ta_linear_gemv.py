@@ -18,7 +18,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.q8ta_linear import (SHARED_PORTS, TREE, add_q8ta_linear_node, q8ta_linear_output,
                                                  with_profile)
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 GEMV_OP = "et_vk.q8ta_linear_gemv.default"
 

@@ -27,7 +27,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.vtensor import INT8X4
 from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_pixel_shuffle.default"
 

@@ -25,7 +25,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.utils import block_config as bc
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q8ta_relu.default"
 

@@ -34,7 +34,7 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import INT8X4
 from vkdiff.device.launchers.utils import block_config as bc
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 QUANTIZE = "quantized_decomposed.quantize_per_tensor.default"
 DEQUANTIZE = "quantized_decomposed.dequantize_per_tensor.default"

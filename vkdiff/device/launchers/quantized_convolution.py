@@ -107,8 +107,8 @@ from vkdiff.device.launchers.utils.q8_weights import prepack_quantized_linear_we
 from vkdiff.device.launchers.utils.q8ta_conv_utils import (GEOMETRY, Conv2DParams, conv2d_params,
                                                            prepack_quantized_conv2d_weight)
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Storage, Tensor
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.resources import Storage, Tensor
+from vkdiff.device.runtime.routing import route_for
 
 
 # -- conv2d_q8csw / conv2d_q8ta_q8csw ----------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device.context import DeviceContext
+from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard, staging_buffer
@@ -89,8 +89,8 @@ from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.utils import arithmetic, q8_weights
 from vkdiff.device.launchers.utils.common import div_up, dtype_suffix, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Storage, Tensor
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.resources import Storage, Tensor
+from vkdiff.device.runtime.routing import route_for
 
 
 # -- linear_q4gsw (the weight-only 4-bit path; dq8ca's fallback) -------------------------------------------------------

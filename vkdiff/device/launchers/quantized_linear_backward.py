@@ -33,7 +33,7 @@ from vkdiff.device.launchers.q4gsw_linear import (
     prepack_q4_w_4x8_nc_buffer,
 )
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.linear_q4gsw_backward.default"
 PORTS = (

@@ -45,7 +45,7 @@ from vkdiff.device.launchers import view as view_copy
 from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.linear import check_route
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.runtime.resources import Storage, Tensor
 
 OP_INT8 = "aten._weight_int8pack_mm.default"
 OP_INT4 = "et_vk.linear_qcs4w.default"

@@ -25,7 +25,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.q4gsw_requant.default"
 

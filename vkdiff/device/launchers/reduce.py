@@ -34,7 +34,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.utils.common import dtype_suffix
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OPS = ("sum", "mean", "amax", "amin")
 """Op stems of ``Reduce.cpp``'s ``DEFINE_REDUCE_FN``; shader stems equal them."""

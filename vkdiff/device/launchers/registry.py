@@ -19,7 +19,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vkdiff.device.ports import Port, registers, stale_files
+from vkdiff.device.shaders.ports import Port, registers, stale_files
 from vkdiff.datamodel.arithmetic import Arithmetic
 
 

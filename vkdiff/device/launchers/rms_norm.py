@@ -36,7 +36,7 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.staging import SUFFIX, prepack_standard
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.rms_norm.default"
 

@@ -52,7 +52,7 @@ from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.graph.vtensor import DEFAULT_AXIS_MAP
 from vkdiff.device.launchers.utils.common import div_up, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.apply_rotary_emb.default"
 OP_HF = "et_vk.apply_rotary_emb_hf.default"

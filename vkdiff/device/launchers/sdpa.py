@@ -71,8 +71,8 @@ from vkdiff.device.graph import ComputeGraph, SymInt, TensorRef
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size, val_at
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.device.runtime.routing import route_for
 
 
 # -- sdpa_with_kv_cache / update_cache (LLM mode) ----------------------------------------------------------------------

@@ -36,7 +36,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.utils.common import val_at
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.slice import TRANSFER_PORT, TREE, Scalar, add_transfer_copy_node
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 
 # -- select_copy.int ---------------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.utils.common import dtype_suffix, val_at
 from vkdiff.device.launchers.reduce import check_axis, check_concat_dim, nchw_dim_to_whcn_dim, normalize
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/Softmax.cpp",
               functions=("pick_softmax_global_wg_size", "pick_softmax_local_wg_size", "resize_softmax_node",

@@ -24,7 +24,7 @@ from vkdiff.device.launchers.clone import add_clone_node
 from vkdiff.device.launchers.permute import TREE, add_permute_node
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.view import add_view_copy_node
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.squeeze_copy.dims"
 PORTS = (Port(file="runtime/graph/ops/impl/Squeeze.cpp",

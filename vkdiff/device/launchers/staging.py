@@ -24,13 +24,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from vkdiff.device.boundary import EtVkRefusal
-from vkdiff.device import resources
+from vkdiff.device.runtime import resources
 from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import write_nchw
 from vkdiff.device.graph.vtensor import INT8X4
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "et_vk.prepack.default"
 

@@ -17,7 +17,7 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph, SymInt
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/SymIntOps.cpp",
               functions=("sym_size_int", "sym_add", "sym_sub", "sym_mul", "sym_floordiv", "select_as_symint_impl"),

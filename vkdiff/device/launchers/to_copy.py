@@ -31,7 +31,7 @@ from vkdiff.device.graph.compute import DispatchRecord
 from vkdiff.device.launchers.permute import TREE
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.view import DIM_ORDER_COPY_PORTS as VIEW_PORTS, add_view_copy_convert_node
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten._to_copy.default"
 PORTS = (Port(file="runtime/graph/ops/impl/ToCopy.cpp",

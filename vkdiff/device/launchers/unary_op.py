@@ -17,7 +17,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/UnaryOp.cpp", functions=("add_unary_op_node", "resize_unary_op_node"),
               sha256="d087ef2a30cfbf1937b8712e9f751cc972a4fb997c321d34a607b0b361538a2a",

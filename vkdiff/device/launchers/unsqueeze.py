@@ -22,7 +22,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.launchers.permute import TREE, add_permute_node
 from vkdiff.device.launchers.registry import Port, register_op
 from vkdiff.device.launchers.view import add_view_copy_node
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 OP = "aten.unsqueeze_copy.default"
 PORTS = (Port(file="runtime/graph/ops/impl/Unsqueeze.cpp",

@@ -27,7 +27,7 @@ from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.staging import SUFFIX
 from vkdiff.device.launchers.utils.common import default_global_wg
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/Upsample.cpp",
               functions=("upsample_nearest2d", "upsample_bilinear2d", "add_upsample_nearest2d_node",

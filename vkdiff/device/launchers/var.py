@@ -28,7 +28,7 @@ from vkdiff.device.launchers.utils.common import dtype_suffix, val_at
 from vkdiff.device.launchers.reduce import (check_axis, check_concat_dim, nchw_dim_to_whcn_dim, normalize,
                                             reduce_output)
 from vkdiff.device.launchers.registry import Port, register_op
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORTS = (Port(file="runtime/graph/ops/impl/Var.cpp",
               functions=("var_buffer_global_wg_size", "var_buffer_local_wg_size", "var_texture_global_wg_size",

@@ -18,7 +18,7 @@ tolerance policy's bound, which already catches a single wrong code there.
 from __future__ import annotations
 
 from vkdiff.datamodel.arithmetic import Arithmetic
-from vkdiff.device.ports import Port
+from vkdiff.device.shaders.ports import Port
 
 MAIN = "executorch main cff6f4dd32"
 GLSL = "runtime/graph/ops/glsl/"

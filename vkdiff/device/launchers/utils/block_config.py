@@ -21,7 +21,7 @@ import numpy as np
 from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph.vtensor import TensorSpec
 from vkdiff.device.launchers.utils.common import div_up, val_at
-from vkdiff.device.ports import Port
+from vkdiff.device.shaders.ports import Port
 
 COMMON = Port(file="runtime/graph/ops/impl/Common.cpp",
               functions=("BlockConfig::BlockConfig", "BlockConfig::as_packed_int",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 DTYPE_SUFFIX = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(np.int32): "int32"}
 

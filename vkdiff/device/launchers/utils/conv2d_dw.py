@@ -26,7 +26,7 @@ from vkdiff.device.launchers.utils.common import div_up
 from vkdiff.device.launchers.utils.conv_utils import (Kernel2dParams, check_batch_1, check_conv_args, create_kernel2d_params,
                                                 params, prepack_biases, prepack_node, staging_suffix)
 from vkdiff.device.launchers.registry import Port
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORT = Port(file="runtime/graph/ops/impl/Conv2dDW.cpp",
             functions=("conv2d_dw_impl", "prepack_dw_weights", "pick_conv2d_dw_shader", "conv2d_dw_global_wg_size",

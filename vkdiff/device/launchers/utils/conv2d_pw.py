@@ -25,7 +25,7 @@ from vkdiff.device.launchers.utils.common import div_up, pick_hw_square_wg_size
 from vkdiff.device.launchers.utils.conv_utils import (check_batch_1, check_conv_args, params, prepack_biases, prepack_node,
                                                 staging_suffix)
 from vkdiff.device.launchers.registry import Port
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 PORT = Port(file="runtime/graph/ops/impl/Conv2dPW.cpp",
             functions=("conv2d_pw_impl", "prepack_conv2d_pw_weight", "add_conv2d_pw_tiled_node",

@@ -19,7 +19,7 @@ from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import SUFFIX, staging_buffer, staging_dtype, write_nchw
 from vkdiff.device.launchers.registry import Port
-from vkdiff.device.resources import Tensor
+from vkdiff.device.runtime.resources import Tensor
 
 TREE = "executorch main cff6f4dd32"
 KERNEL_UTILS = Port(file="runtime/graph/ops/impl/utils/KernelUtils.cpp",

@@ -10,7 +10,7 @@ from vkdiff.device.graph import ComputeGraph, TensorRef
 from vkdiff.device.graph.compute import create_local_wg_size
 from vkdiff.device.graph.staging import staging_buffer
 from vkdiff.device.launchers.utils.common import div_up
-from vkdiff.device.resources import Storage, Tensor
+from vkdiff.device.runtime.resources import Storage, Tensor
 
 
 def packed_weight_storage(graph: ComputeGraph, height: int, width: int) -> Storage:

@@ -22,8 +22,8 @@ from vkdiff.device.boundary import EtVkRefusal
 from vkdiff.device.graph import ComputeGraph
 from vkdiff.device.graph.vtensor import INT8X4
 from vkdiff.device.launchers.utils import block_config as bc
-from vkdiff.device.ports import Port
-from vkdiff.device.resources import Tensor
+from vkdiff.device.shaders.ports import Port
+from vkdiff.device.runtime.resources import Tensor
 
 PORT = Port(file="runtime/graph/ops/impl/Q8taClone.cpp", functions=("add_q8ta_clone_node",),
             sha256="54574293dfc87e4b5d59878d97055ec7bf15b15597bf2efcc1d1d7c37b1f0d76",

@@ -34,8 +34,8 @@ from vkdiff.device.launchers.utils.conv_utils import KERNEL_UTILS, PREPACK_NODE,
 from vkdiff.device.launchers.utils.conv_utils import prepack_node
 from vkdiff.device.launchers.utils.q8_weights import packed_weight_storage
 from vkdiff.device.launchers.registry import Port
-from vkdiff.device.resources import Tensor
-from vkdiff.device.routing import route_for
+from vkdiff.device.runtime.resources import Tensor
+from vkdiff.device.runtime.routing import route_for
 
 TREE = "executorch main cff6f4dd32"
 Q8TA_CONV2D = Port(file="runtime/graph/ops/impl/Q8taConv2d.cpp",

@@ -1,0 +1,215 @@
+"""The raw Vulkan transport's buffers and images: each with its own memory, freed when unreferenced.
+
+Buffers live where the device has direct (device-local, host-visible) memory when it has enough of it, mapped for
+their whole life; else in device-local memory, written and read through staging copies. Images are optimal-tiling
+and stay in ``VK_IMAGE_LAYOUT_GENERAL`` (a storage image, a sampled image and a copy source or destination alike).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Sequence
+
+from vkdiff.device.boundary import DeviceLimitError, DeviceLostError, DispatchError
+from vkdiff.device.transports.raw_vulkan import binding
+
+VK_FORMATS = {"rgba32float": "VK_FORMAT_R32G32B32A32_SFLOAT", "rgba16float": "VK_FORMAT_R16G16B16A16_SFLOAT",
+              "rgba32sint": "VK_FORMAT_R32G32B32A32_SINT", "rgba32uint": "VK_FORMAT_R32G32B32A32_UINT",
+              "rgba16sint": "VK_FORMAT_R16G16B16A16_SINT", "rgba16uint": "VK_FORMAT_R16G16B16A16_UINT",
+              "rgba8sint": "VK_FORMAT_R8G8B8A8_SINT", "rgba8uint": "VK_FORMAT_R8G8B8A8_UINT"}
+"""wgpu texture formats (as ``layouts.TEXEL_FORMATS`` names them) → the Vulkan formats ET-VK's ``to_vkformat`` gives."""
+
+TEXEL_BYTES = {"rgba32float": 16, "rgba16float": 8, "rgba32sint": 16, "rgba32uint": 16, "rgba16sint": 8,
+               "rgba16uint": 8, "rgba8sint": 4, "rgba8uint": 4}
+
+WHOLE_SIZE = (1 << 64) - 1
+"""``VK_WHOLE_SIZE`` (the binding defines it as -1, which cffi refuses for a uint64 field)."""
+
+WAIT_NS = 2_000_000_000
+"""One fence wait; a hang is the watchdog's to report, so waits repeat."""
+
+
+def vk_call(error_type: type, what: str, fn: Any, *args: Any) -> Any:
+    """Call the binding; a ``VkError`` becomes ``error_type`` (a lost device: ``DeviceLostError``) naming ``what``."""
+    vk = binding()
+    try:
+        return fn(*args)
+    except vk.VkErrorDeviceLost:
+        raise DeviceLostError(f"{what}: device lost: VK_ERROR_DEVICE_LOST") from None
+    except (vk.VkError, vk.VkException) as exc:
+        raise error_type(f"{what}: {type(exc).__name__}") from None
+
+
+def owned_by(device: Any, finalizer: weakref.finalize) -> None:
+    """Register a resource's finalizer with its device, which runs every live one before it destroys itself (a
+    garbage collection that frees a device and its resources together runs their finalizers in any order)."""
+    owned = device.finalizers
+    if len(owned) > 4096:
+        owned[:] = [f for f in owned if f.alive]
+    owned.append(finalizer)
+
+
+class Buffer:
+    """A ``VkBuffer`` with its own memory (mapped where the device has direct memory; ``host``: always), or bound to
+    a ``SharedMemory`` (``shared``; then created unbound, as ET-VK creates a ``SharedObject``'s users)."""
+
+    def __init__(self, device: VkDevice, size: int, label: str = "", host: bool = False, shared: bool = False):
+        vk = binding()
+        self.device, self.size, self.label = device, size, label
+        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        dev = device.handle
+        self.handle = vk_call(DispatchError, f"create buffer {label}", vk.vkCreateBuffer, dev, vk.VkBufferCreateInfo(
+            size=max(size, 4), usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+        self.requirements = vk.vkGetBufferMemoryRequirements(dev, self.handle)
+        self.shared: SharedMemory | None = None
+        self.mapped: Any = None
+        """The whole buffer as a writable byte view, or None (then reads and writes are staged)."""
+        if shared:
+            owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], None, False))
+            return
+        need = self.requirements
+        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        if host:
+            kind = device.memory_type(need.memoryTypeBits, visible)
+        elif device._direct is not None and need.memoryTypeBits & (1 << device._direct):
+            kind = device._direct
+        else:
+            kind = device.memory_type(need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        self.memory = vk_call(DeviceLimitError, f"allocate {size} bytes for {label or 'a buffer'}",
+                              vk.vkAllocateMemory, dev, vk.VkMemoryAllocateInfo(allocationSize=need.size,
+                                                                                memoryTypeIndex=kind), None)
+        vk.vkBindBufferMemory(dev, self.handle, self.memory, 0)
+        flags = device.memory.memoryTypes[kind].propertyFlags
+        self.mapped = vk.vkMapMemory(dev, self.memory, 0, max(size, 4), 0) if (flags & visible) == visible else None
+        owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], self.memory,
+                                          self.mapped is not None))
+
+    def bind(self, shared: "SharedMemory") -> None:
+        """Bind to ``shared`` at offset 0 (``VulkanBuffer::bind_allocation``)."""
+        binding().vkBindBufferMemory(self.device.handle, self.handle, shared.memory, 0)
+        self.shared, self.mapped = shared, shared.mapped
+
+    def map_sync(self, mode: int = 1) -> None:
+        if self.mapped is None:
+            raise DispatchError(f"{self.label or 'a buffer'} is not host-visible: create it with MAP_READ usage")
+
+    def read_mapped(self) -> memoryview:
+        return memoryview(bytes(self.mapped[0:self.size]))
+
+    def unmap(self) -> None:
+        """Stays mapped for its life (coherent memory)."""
+
+    def destroy(self) -> None:
+        """Freed when unreferenced (every submission has completed by then)."""
+
+
+class Image:
+    """A ``VkImage`` (3-D or 2-D, optimal tiling) kept in ``VK_IMAGE_LAYOUT_GENERAL``, with its view; with its own
+    memory, or bound later to a ``SharedMemory`` (``shared``)."""
+
+    def __init__(self, device: VkDevice, extent: tuple[int, int, int], dimension: str, format: str, label: str,
+                 shared: bool = False):
+        vk = binding()
+        if format not in VK_FORMATS:
+            raise DeviceLimitError(f"{label}: no Vulkan format for texture format {format}")
+        self.device, self.extent, self.dimension, self.format, self.label = device, extent, dimension, format, label
+        self.vk_format = getattr(vk, VK_FORMATS[format])
+        features = vk.vkGetPhysicalDeviceFormatProperties(device.adapter.physical, self.vk_format).optimalTilingFeatures
+        for bit, what in ((vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT, "storage image"),
+                          (vk.VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT, "sampled image")):
+            if not features & bit:
+                raise DeviceLimitError(f"{label}: the device does not support {VK_FORMATS[format]} as a {what}")
+        dev = device.handle
+        width, height, depth = extent
+        kind = vk.VK_IMAGE_TYPE_3D if dimension == "3d" else vk.VK_IMAGE_TYPE_2D
+        usage = (vk.VK_IMAGE_USAGE_STORAGE_BIT | vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT)
+        self.handle = vk_call(DeviceLimitError, f"create image {label} {extent}", vk.vkCreateImage, dev,
+                              vk.VkImageCreateInfo(imageType=kind, format=self.vk_format,
+                                                   extent=vk.VkExtent3D(width=width, height=height, depth=depth),
+                                                   mipLevels=1, arrayLayers=1, samples=vk.VK_SAMPLE_COUNT_1_BIT,
+                                                   tiling=vk.VK_IMAGE_TILING_OPTIMAL, usage=usage,
+                                                   sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE,
+                                                   initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED), None)
+        self.requirements = vk.vkGetImageMemoryRequirements(dev, self.handle)
+        self.shared: SharedMemory | None = None
+        self.view: Any = None
+        if shared:
+            self._unbound = weakref.finalize(self, _free, dev, [(vk.vkDestroyImage, self.handle)], None, False)
+            return
+        need = self.requirements
+        memory = vk_call(DeviceLimitError, f"allocate image {label}", vk.vkAllocateMemory, dev,
+                         vk.VkMemoryAllocateInfo(allocationSize=need.size, memoryTypeIndex=device.memory_type(
+                             need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)), None)
+        vk.vkBindImageMemory(dev, self.handle, memory, 0)
+        self._finish(vk, memory)
+
+    def bind(self, shared: "SharedMemory") -> None:
+        """Bind to ``shared`` at offset 0 (``VulkanImage::bind_allocation``), then make the view."""
+        vk = binding()
+        vk.vkBindImageMemory(self.device.handle, self.handle, shared.memory, 0)
+        self._unbound.detach()
+        self.shared = shared
+        self._finish(vk, None)
+
+    def _finish(self, vk: Any, memory: Any) -> None:
+        dev = self.device.handle
+        self.view = vk.vkCreateImageView(dev, vk.VkImageViewCreateInfo(
+            image=self.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_3D if self.dimension == "3d" else vk.VK_IMAGE_VIEW_TYPE_2D,
+            format=self.vk_format, subresourceRange=subresource_range(vk)), None)
+        destroy = [(vk.vkDestroyImageView, self.view), (vk.vkDestroyImage, self.handle)]
+        owned_by(self.device, weakref.finalize(self, _free, dev, destroy, memory, False))
+        self.device.queue.to_general(self)
+
+    def create_view(self) -> "Image":
+        return self
+
+    def destroy(self) -> None:
+        """Freed when unreferenced."""
+
+
+class SharedMemory:
+    """One allocation several buffers and images are bound to, at offset 0 (ET-VK's ``SharedObject``: its size and
+    alignment are the largest of its users')."""
+
+    def __init__(self, device: VkDevice, users: Sequence[Buffer | Image], label: str = ""):
+        vk = binding()
+        dev = device.handle
+        self.device, self.label = device, label
+        self.size = max(int(u.requirements.size) for u in users)
+        bits = functools.reduce(lambda a, b: a & b, (int(u.requirements.memoryTypeBits) for u in users))
+        if not bits:
+            raise DeviceLimitError(f"{label}: no memory type suits every user of the shared object")
+        if device._direct is not None and bits & (1 << device._direct):
+            kind = device._direct
+        else:
+            kind = device.memory_type(bits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        self.memory = vk_call(DeviceLimitError, f"allocate {self.size} bytes for {label}", vk.vkAllocateMemory, dev,
+                              vk.VkMemoryAllocateInfo(allocationSize=self.size, memoryTypeIndex=kind), None)
+        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        flags = device.memory.memoryTypes[kind].propertyFlags
+        self.mapped = vk.vkMapMemory(dev, self.memory, 0, self.size, 0) if (flags & visible) == visible else None
+        owned_by(device, weakref.finalize(self, _free, dev, [], self.memory, self.mapped is not None))
+        for user in users:
+            user.bind(self)
+
+
+def subresource_range(vk: Any) -> Any:
+    return vk.VkImageSubresourceRange(aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0, levelCount=1,
+                                      baseArrayLayer=0, layerCount=1)
+
+
+def _free(device: Any, destroy: list[tuple[Any, Any]], memory: Any, mapped: bool) -> None:
+    vk = binding()
+    try:
+        if mapped:
+            vk.vkUnmapMemory(device, memory)
+        for fn, handle in destroy:
+            fn(device, handle, None)
+        if memory is not None:
+            vk.vkFreeMemory(device, memory, None)
+    except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
+        pass
+
