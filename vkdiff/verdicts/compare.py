@@ -143,7 +143,8 @@ class ErrorStatistics:
         if clean:
             diff = np.abs(a - e)
             over = diff > bound
-            ratio_all = diff / safe_bound
+            with np.errstate(over="ignore"):  # a huge error over a tiny bound is an infinite ratio
+                ratio_all = diff / safe_bound
             ratio, nan_count, inf_count, signal = ratio_all, 0, 0, _sum_of_squares(e)
         else:
             written = np.ones(a.shape, bool) if unwritten is None else ~unwritten
