@@ -95,7 +95,7 @@ def overflowed(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
-    """``prepare_case``, or None when it raises: ``run_case`` then prepares again and records the failure."""
+    """``prepare_case``, or None when it raises: ``run_kernel`` then prepares again and the verdict records why."""
     try:
         return prepare_case(case, session_seed)
     except Exception:  # the case's own run turns this into its status
