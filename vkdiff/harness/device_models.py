@@ -20,7 +20,7 @@ from vkdiff.datamodel import PreparedProgram, Result, Status, versions
 from vkdiff.executors.program_runs import run_program
 from vkdiff.verdicts.program import PORT_STALE_FLAG
 from vkdiff.verdicts.program_runs import judge_program
-from vkdiff.verdicts.statuses import status_of_exception
+from vkdiff.verdicts.host import no_delegate, not_lowered, unprepared
 
 if TYPE_CHECKING:
     from vkdiff.cases.model_case import ModelCase
@@ -127,12 +127,10 @@ def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:
         with quiet_libraries():
             lowered = lower(case)
     except LowerError as exc:
-        return Status.NOT_RUN, f"lowering failed (see the cpu results): {exc}"
+        return not_lowered(str(exc))
     program = lowered.program()
     if not program.vulkan_methods():
-        why = (": the partitioner kept every node on the CPU" if getattr(case, "expect_delegate", True)
-               else " (as the test expects: expect_no_delegates)")
-        return Status.NOT_RUN, f"the lowered program has no Vulkan delegate{why}"
+        return no_delegate(getattr(case, "expect_delegate", True))
     run = eager_run(case)
     return PreparedProgram(case_id=case.id, program=program, method="forward",
                            steps=[[np.asarray(x) for x in inputs] for inputs in run.inputs], expected=run.outputs,
@@ -144,5 +142,4 @@ def prepare_or_status(case: ModelCase) -> PreparedProgram | tuple[Status, str]:
     try:
         return prepare_model(case)
     except Exception as exc:  # lowering or eager broke in a way the host results also show
-        status, reason = status_of_exception(exc)
-        return status, f"preparing the case failed: {reason}"
+        return unprepared(exc)

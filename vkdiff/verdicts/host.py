@@ -20,12 +20,31 @@ from vkdiff import fusions
 from vkdiff.datamodel import Status, Tolerance
 from vkdiff.fusions import Finding, FusionContext
 from vkdiff.verdicts.compare import ErrorStatistics
+from vkdiff.verdicts.statuses import status_of_exception
 
 
 def lowering_outcome(message: str, accept_refusal: str | None) -> tuple[Status, str]:
     """A lowering that raised ``message``: refused as the case intends (``PASS``), or ``LOWER_FAIL``."""
     refused = bool(accept_refusal) and re.search(accept_refusal, message) is not None
     return (Status.PASS, f"refused as intended: {message}") if refused else (Status.LOWER_FAIL, message)
+
+
+def not_lowered(message: str) -> tuple[Status, str]:
+    """A model case's device result when its lowering failed (the host's ``lower`` result says how)."""
+    return Status.NOT_RUN, f"lowering failed (see the cpu results): {message}"
+
+
+def no_delegate(expected: bool) -> tuple[Status, str]:
+    """A model case's device result when the lowered program has no Vulkan delegate (``expected``: one was)."""
+    why = (": the partitioner kept every node on the CPU" if expected
+           else " (as the test expects: expect_no_delegates)")
+    return Status.NOT_RUN, f"the lowered program has no Vulkan delegate{why}"
+
+
+def unprepared(exc: Exception) -> tuple[Status, str]:
+    """A model case's device result when lowering or eager raised in a way the host results also show."""
+    status, reason = status_of_exception(exc)
+    return status, f"preparing the case failed: {reason}"
 
 
 def rule_outcome(items: Sequence[Finding]) -> tuple[Status, str]:
