@@ -188,8 +188,8 @@ def test_importing_reference_never_loads_torch():
 
 def test_the_checks_see_real_imports():
     """The parser finds what a module imports, lazy ones included (so the tests above can fail)."""
-    cli = {t for t, _, _ in imports("vkdiff.entry.cli")}
-    assert {"vkdiff.harness.runner", "vkdiff.cases.catalog", "vkdiff.entry.terminal"} <= cli
+    run = {t for t, _, _ in imports("vkdiff.entry.commands.run")}
+    assert {"vkdiff.harness.runner", "vkdiff.cases.catalog", "vkdiff.entry.terminal"} <= run
     assert room("vkdiff.datamodel.result") == "datamodel" and room("vkdiff.device.launchers.registry") == "device"
     assert "vkdiff.datamodel.status" in vkdiff_edges()["vkdiff.datamodel.result"]
 

@@ -8,23 +8,23 @@ import json
 
 from vkdiff.entry.options import parse_regex
 
-TRANSPORT_HELP = ("wgpu (default; naga re-translates every module) or vulkan (raw Vulkan: the SPIR-V as glslc built "
-                  "it; env VKDIFF_TRANSPORT)")
+_TRANSPORT_HELP = ("wgpu (default; naga re-translates every module) or vulkan (raw Vulkan: the SPIR-V as glslc built "
+                   "it; env VKDIFF_TRANSPORT)")
 
 
-def add_load_parser(sub) -> None:
+def add_parser(sub) -> None:
     load = sub.add_parser("load", help="Load every shader variant of a tree on each device (what the transport runs)")
     load.add_argument("--et-src", metavar="TREE", default=None,
                       help="ExecuTorch tree: checkout, REPO@REV or tarball (default: as vkdiff run chooses)")
     load.add_argument("--device", metavar="SLUG", action="append", default=[], help="Adapter slug (repeatable)")
-    load.add_argument("--transport", choices=("wgpu", "vulkan"), default=None, help=TRANSPORT_HELP)
+    load.add_argument("--transport", choices=("wgpu", "vulkan"), default=None, help=_TRANSPORT_HELP)
     load.add_argument("--variants", metavar="PATTERN", type=parse_regex, default=None,
                       help="Regular expression over variant names (default: every variant)")
     load.add_argument("--results", metavar="FILE.jsonl", default=None, help="One line per variant and device")
     load.add_argument("--json", action="store_true", help="Print the summary as JSON")
 
 
-def cmd_load(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """0 when every variant loaded or is NOT_SUPPORTED by a named lack; 1 when any failed to build or load."""
     from vkdiff.device.shaders.build import ShaderBuilder
     from vkdiff.device.runtime.context import DeviceContext

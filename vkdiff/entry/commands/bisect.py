@@ -11,7 +11,7 @@ from vkdiff.datamodel.settings import RunSettings
 from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
 
-def add_bisect_parser(sub) -> None:
+def add_parser(sub) -> None:
     bisect = sub.add_parser("bisect", help="Find where a failure lives: its first bad node, knobs, commit or devices")
     modes = bisect.add_subparsers(dest="mode", required=True)
     node = modes.add_parser("node", help="The first node of a model case whose device output leaves tolerance")
@@ -32,7 +32,7 @@ def add_bisect_parser(sub) -> None:
                       help="Folder for the first bad node's inputs and outputs (default: vkdiff-bisect)")
 
 
-def cmd_bisect(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     case = find_case(args.case)
     if args.mode == "node":
         return _node(args, case)
@@ -118,15 +118,15 @@ def _commit(args: argparse.Namespace, case) -> int:
     if not adapters:
         raise SelectionError("no Vulkan adapter found (install mesa-vulkan-drivers for lavapipe, or a GPU driver)")
     try:
-        found = bisect_commits(args.et_src, args.good, args.bad, commit_verdict(args.et_src, case, adapters[0],
-                                                                                 args.settings))
+        found = bisect_commits(args.et_src, args.good, args.bad, _commit_verdict(args.et_src, case, adapters[0],
+                                                                                  args.settings))
     except EtSourceError as exc:
         raise SelectionError(str(exc)) from None
     print("\n".join(found.lines()))
     return 0 if found.first_bad is not None else 1
 
 
-def commit_verdict(repo: str, case, adapter, settings: RunSettings):
+def _commit_verdict(repo: str, case, adapter, settings: RunSettings):
     """``verdict(commit) -> (signature, note)`` of ``case`` at a revision of ``repo``."""
     from vkdiff.cases.kernels import KernelCase
     from vkdiff.device.shaders.trees import TreeChoice

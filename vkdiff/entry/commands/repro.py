@@ -10,7 +10,7 @@ from vkdiff.cases.kernels import KernelCase
 from vkdiff.repro.kernel import kernel_checks, kernel_manifest, record_case, write_bundle
 
 
-def add_repro_parser(sub) -> None:
+def add_parser(sub) -> None:
     from vkdiff.entry.options import add_case_device_options
 
     repro = sub.add_parser("repro", help="Write a folder that reproduces a kernel case's or a node's verdict anywhere "
@@ -27,7 +27,7 @@ def add_repro_parser(sub) -> None:
                        help="Model cases: take the case from 'vkdiff run --save-artifacts DIR' (no torch needed)")
 
 
-def cmd_repro(args) -> int:
+def run(args) -> int:
     """Record the case (or the node) on the device and write the folder; one line per problem, before any device
     work."""
     from vkdiff.device.shaders.build import ShaderBuilder

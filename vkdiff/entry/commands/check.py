@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from vkdiff.entry.options import parse_limits_profile, parse_repeat, parse_route, parse_timeout, parse_tolerance
 
 
-def add_check_parser(sub) -> None:
+def add_parser(sub) -> None:
     check = sub.add_parser(
         "check", help="Check a .pte, a module factory or an LLM config node by node on every Vulkan device",
         description="SUBJECT is a program (model.pte), a module factory (model.py:make, with --recipe), or an "
@@ -74,7 +74,7 @@ def _options(args: argparse.Namespace):
                         etrecord=Path(args.etrecord) if args.etrecord else None)
 
 
-def subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, Any]:
+def _subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list, Any]:
     """(program cases for devices, the module case whose host checks also run, or None) of the command's subject.
 
     Raises:
@@ -122,7 +122,8 @@ def _module(case, options, command) -> tuple[list, Any]:
     return cases, case
 
 
-def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``args.argv``: the words after ``check``, from which each case's repro command is made."""
     from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, explain_no_tree, print_summary,
                                        report_line, resolve_inputs, run_exit_code, summarize, write_report)
     from vkdiff.entry.terminal import console as terminal_console
@@ -138,7 +139,7 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str]) -> int:
     results_path = Path(args.results or f"vkdiff-results/check-{stamp}.jsonl")
     check_outputs((results_path, "--results", False), (args.report, "--report", True))
     try:
-        cases, module = _quiet(args.verbose, subject_cases, args, argv)
+        cases, module = _quiet(args.verbose, _subject_cases, args, args.argv)
     except SubjectError as exc:
         raise UsageError(str(exc)) from None
     tree, devices = resolve_inputs(args, console)

@@ -9,7 +9,7 @@ import re
 from vkdiff.entry.options import parse_regex
 
 
-def add_lint_parser(sub) -> None:
+def add_parser(sub) -> None:
     lint = sub.add_parser("lint", help="Static shader checks over a tree: barriers some invocations can skip, and "
                                        "buffer or image accesses no bounds check against tensor metadata guards")
     lint.add_argument("--et-src", metavar="TREE", default=None,
@@ -22,7 +22,7 @@ def add_lint_parser(sub) -> None:
     lint.add_argument("--json", action="store_true", help="Print JSON instead of text")
 
 
-def dispatched_local_sizes(paths) -> dict[str, set[tuple[int, int, int]]]:
+def _dispatched_local_sizes(paths) -> dict[str, set[tuple[int, int, int]]]:
     """Shader variant → the workgroup sizes results dispatched it with."""
     from vkdiff.store import load
 
@@ -34,7 +34,7 @@ def dispatched_local_sizes(paths) -> dict[str, set[tuple[int, int, int]]]:
     return sizes
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """1 when any variant has a skippable barrier or an unchecked access, else 0."""
     from vkdiff.device.shaders.bounds import unchecked_accesses
     from vkdiff.device.shaders.build import BuildError, ShaderBuilder
@@ -46,7 +46,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if tree.path is None:
         raise UsageError(f"vkdiff lint needs an ExecuTorch tree: {tree.note}")
     builder = ShaderBuilder(tree.path)
-    sizes = dispatched_local_sizes(args.results)
+    sizes = _dispatched_local_sizes(args.results)
     flagged, unchecked, unbuilt = {}, {}, {}
     for name in sorted(builder.variants()):
         if args.variants and not re.search(args.variants, name):

@@ -1,0 +1,140 @@
+"""``vkdiff run``: kernel cases, model cases or the tree's own delegate tests on every device, each result recorded."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from pathlib import Path
+from typing import Sequence
+
+from vkdiff.entry.options import add_run_options
+from vkdiff.entry.terminal import console as terminal_console
+from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, explain_no_tree, print_summary, report_line,
+                                   resolve_inputs, run_exit_code, summarize, write_report)
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("run", help="Run cases on devices and record results")
+    add_run_options(parser.add_argument)
+    parser.add_argument("--results", metavar="FILE.jsonl", default=None,
+                        help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
+    parser.add_argument("--list", action="store_true", help="List the selected case ids and exit")
+    parser.add_argument("--suite", choices=("all", "kernels", "models", "upstream"), default="all",
+                        help="Kernel cases on devices, model cases (host checks, and Vulkan delegates run node by node "
+                             "on devices), or both; upstream: ExecuTorch's own delegate tests from the tree's "
+                             "backends/vulkan/test/test_vulkan_delegate.py, each lowering run node by node")
+    parser.add_argument("-r", "--report", metavar="DIR", default=None,
+                        help="Also write per-device and cross-device HTML reports to DIR")
+    artifacts = parser.add_mutually_exclusive_group()
+    artifacts.add_argument("--save-artifacts", metavar="DIR", default=None,
+                           help="Also save what each Vulkan model case's device verdict needs (no torch needed to "
+                                "use it) to DIR")
+    artifacts.add_argument("--from-artifacts", metavar="DIR", default=None,
+                           help="Model cases from a --save-artifacts folder: judged on this machine's devices "
+                                "with numpy and wgpu only")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vkdiff.cases.kernels import all_cases
+    from vkdiff.cases.sampling import sampled
+    from vkdiff.datamodel import REPAIRS
+    from vkdiff.harness.runner import Runner
+    from vkdiff.store import ResultStore
+
+    console = terminal_console(stderr=True, soft_wrap=True)
+    cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
+        "all", "kernels") else []
+    models = _models(args) if args.suite in ("all", "models") else _upstream(args) if args.suite == "upstream" else []
+    if args.list:
+        print("\n".join([c.id for c in cases] + [m.id for m in models]))
+        return 0
+    if not cases and not models:
+        raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
+    check_outputs((results_path, "--results", False), (args.report, "--report", True),
+                  (args.save_artifacts, "--save-artifacts", True))
+    repairs_before = len(REPAIRS)
+    tree, devices = resolve_inputs(args, console)
+    runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src,
+                    repairs_from=repairs_before)
+    console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
+                  f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
+    with Interrupts(console) as interrupts:
+        results = _run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
+                           save_to=Path(args.save_artifacts) if args.save_artifacts else None)
+    print_summary(summarize(results), console)
+    explain_no_tree(results, runner.tree, console)
+    console.print(f"results: {results_path}", markup=False)
+    if args.report:
+        write_report([results_path], Path(args.report), console, runner.tree.path)
+    return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def _model_cases(pattern: str | None) -> list:
+    """Imported here: model cases need torch, which kernel-only runs never load."""
+    from vkdiff.cases.catalog import all_model_cases
+
+    return all_model_cases(pattern)
+
+
+def _upstream(args: argparse.Namespace) -> list:
+    """The tree's own delegate tests as model cases (``vkdiff.cases.upstream``); a tree without them is one line."""
+    from vkdiff.cases.upstream import UpstreamError, model_cases
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
+
+    try:
+        tree = choose_tree(args.et_src)
+        if tree.path is None:
+            raise UsageError(f"--suite upstream needs an ExecuTorch tree: {tree.note}")
+        return model_cases(tree.path, args.cases)
+    except (EtSourceError, UpstreamError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _models(args: argparse.Namespace) -> list:
+    """The catalogue's model cases, or those saved in ``--from-artifacts`` (then torch is never imported)."""
+    if not args.from_artifacts:
+        return _model_cases(args.cases)
+    from vkdiff.subjects.artifacts import ArtifactError, load
+
+    try:
+        return load(Path(args.from_artifacts), args.cases)
+    except ArtifactError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
+             save_to: Path | None = None) -> list:
+    """Every case on its devices (``harness.loop.run_cases``), each result appended and shown as it comes; stops
+    early on a signal.
+
+    With ``save_to``, each Vulkan model case's artifact is saved before its devices run."""
+    from rich.progress import Progress
+
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.datamodel import HOST
+    from vkdiff.harness.loop import run_cases
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("running", total=len(cases) * max(1, len(runner.slugs)) + len(models))
+        runner.schedule(cases)
+
+        def shown(result) -> None:
+            progress.advance(task, advance=int(result.device != HOST))
+            for repair in runner.new_repairs():
+                progress.console.print(repair.line(), markup=False, style="yellow")
+            report_line(result, progress.console)
+
+        def save(case) -> None:
+            if save_to is not None and getattr(case, "partitioner", "").startswith("vulkan"):
+                from vkdiff.subjects.artifacts import save as save_artifacts
+
+                save_artifacts(case, save_to)
+
+        def advance(case) -> None:
+            if not isinstance(case, KernelCase):
+                progress.advance(task)
+
+        return run_cases([*cases, *models], (), runner, store, on_result=shown, stop=lambda: bool(interrupts.received),
+                         before=save, after=advance)
