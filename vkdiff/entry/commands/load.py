@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
             for result in load_variants(ctx, args.variants):
                 results.append(result)
                 if out is not None:
-                    out.write(json.dumps({"device": info.slug, "transport": args.settings.transport, **dataclasses.asdict(result)})
-                              + "\n")
+                    record = {"device": info.slug, "transport": args.settings.transport, **dataclasses.asdict(result)}
+                    out.write(json.dumps(record) + "\n")
                     out.flush()
             summaries[info.slug] = summary = summarise(results)
             failed |= any(status in summary["counts"] for status in ("BUILD_FAIL", "LOAD_FAIL"))
