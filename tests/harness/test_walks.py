@@ -31,16 +31,16 @@ def crossings(run) -> list[str]:
     """``run()``'s calls from ``vkdiff.harness`` into the executors and the verdicts, in order."""
     seen: list[str] = []
 
-    def profile(frame, event, arg) -> None:
+    def trace(frame, event, arg) -> None:
         caller = frame.f_back
-        if event == "call" and caller is not None and room(caller) == "harness" and room(frame) in ROOMS:
+        if caller is not None and room(caller) == "harness" and room(frame) in ROOMS:
             seen.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_name}")
 
-    sys.setprofile(profile)
+    sys.settrace(trace)
     try:
         run()
     finally:
-        sys.setprofile(None)
+        sys.settrace(None)
     return seen
 
 
@@ -54,6 +54,7 @@ def runner(et_tree):
 def test_a_kernel_case_runs_once_then_is_judged(runner):
     (case,) = all_cases(r"^linear_q4gsw\[M13-K256-N40-g32-fp32-buffer\]$")
     (slug,) = runner.slugs
+    runner.run(case, slug)  # untraced first: shader builds and pipelines are cold work, traced they cost seconds
     walk = crossings(lambda: runner.run(case, slug))
     assert [c for c in walk if not c.startswith("vkdiff.executors.references")] == [
         "vkdiff.executors.kernel.run_kernel", "vkdiff.verdicts.kernels.judge_kernel",
