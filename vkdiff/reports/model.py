@@ -111,6 +111,39 @@ def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def trait_text(value: Any) -> str:
+    """One probed device trait as a report shows it (``device_info["traits"]``: a word, a number, a flag, a table of
+    integers, or why it was not measured).
+
+    Example::
+
+        >>> trait_text({"not_measured": "the device lacks shader-f16"}), trait_text(2.5), trait_text(True)
+        ('not measured: the device lacks shader-f16', '2.5', 'yes')
+    """
+    if isinstance(value, dict) and set(value) == {"not_measured"}:
+        return f"not measured: {clip(value['not_measured'], 200)}"
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return f"probe failed: {clip(value['error'], 200)}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {trait_text(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(trait_text(v) for v in value)
+    if isinstance(value, (int, float)) or value in ("inf", "nan"):
+        return str(value) if isinstance(value, int) else fmt_num(value)
+    return clip(str(value), 200)
+
+
+def device_traits(info: Any) -> tuple[list[tuple[str, str]], str]:
+    """(trait → text, in name order; how they were probed) of a result's ``device_info``; no traits, ``([], "")``."""
+    traits = as_dict(as_dict(info).get("traits"))
+    probe = as_dict(traits.get("probe"))
+    pairs = [(str(name), trait_text(value)) for name, value in sorted(traits.items()) if name != "probe"]
+    how = f"probe {clip(probe.get('version', '?'), 40)}, {fmt_num(probe.get('seconds'))} s" if probe else ""
+    return pairs, how if pairs else ""
+
+
 def natural_key(text: str) -> tuple:
     """Sort ``M4`` before ``M13``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))

@@ -29,6 +29,7 @@ from vkdiff.reports.model import (
     Merged,
     Row,
     columns,
+    device_traits,
     fmt_num,
     natural_key,
     status_counts,
@@ -318,10 +319,13 @@ def _device_context(merged: Merged, device: str) -> dict[str, Any]:
     for r in with_map[:MAX_HEATMAPS_PER_DEVICE]:
         heatmaps[r.anchor] = plots.heatmap_uri(r.error_map)
     failures = [r for _, _, group in fail_groups for r in group]
+    traits, traits_probe = device_traits(info)
     return {
         "device": device,
         "info": info,
         "identity": _identity_pairs(info),
+        "traits": traits,
+        "traits_probe": traits_probe,
         "title": info.get("name") or device,
         "mixed": mixed,
         "versions": _versions(rows),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from vkdiff.device.runtime import workgroups
+from vkdiff.device.runtime.traits import device_traits
 from vkdiff.device.transports.adapters import DeviceInfo, create_device
 from vkdiff.device.shaders.build import BuiltShader, ShaderBuilder
 from vkdiff.device.shaders.dispatch import Pipeline, PipelineCache
@@ -29,9 +30,11 @@ class DeviceContext:
         self.limits_profile = limits_profile
         """Name of the mobile limits profile the device was created with (``vkdiff.device.transports.limits``), or None."""
         self.device = create_device(info, adapter, limits_profile)
+        self.opened = self.device
+        """The device as opened: traits are probed on it, never through a wrapper a caller puts in ``device`` (a
+        repro's trace records only the case's own work)."""
         self.builder = builder
-        self.info_dict = info.to_dict()
-        """``info`` as results record it (built once per device)."""
+        self._info_dict: dict[str, Any] | None = None
         self.pipelines = PipelineCache(self.device)
         self.validate = bool(settings.validate)
         """Check each graph's recorded stream, with the tree's own barriers, for unordered accesses (``FAIL_SYNC``)."""
@@ -39,6 +42,14 @@ class DeviceContext:
         """``--local-wg``: the local workgroup size every dispatch (or one node's) takes instead of ET-VK's pick."""
         self._variants = builder.variants()
         self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}
+
+    @property
+    def info_dict(self) -> dict[str, Any]:
+        """``info`` as results record it, with the device's probed ``traits`` (``vkdiff.device.runtime.traits``):
+        built once per device, on first use."""
+        if self._info_dict is None:
+            self._info_dict = dict(self.info.to_dict(), traits=device_traits(self.opened, self.info))
+        return self._info_dict
 
     def has(self, name: str) -> bool:
         """Whether the tree defines shader variant ``name``."""
