@@ -50,7 +50,8 @@ def baseline(tmp_path_factory) -> tuple[Path, dict]:
 def entries(root: Path) -> dict[str, list[Path]]:
     """The baseline cache's files by kind."""
     files = [p for p in root.rglob("*") if p.is_file() and "repos" not in p.parts]
-    kinds = {"spv": [p for p in files if p.parent.name == "spv"],
+    kinds = {"spv": [p for p in files if p.parent.name == "spv" and "traits" not in p.parts],
+             "traits": [p for p in files if "traits" in p.parts],
              "index": [p for p in files if "index" in p.parts],
              "include": [p for p in files if "include" in p.parts],
              "tree": [p for p in files if "trees" in p.parts],
@@ -225,3 +226,26 @@ def _patches(path: Path, how: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_a_forged_trait_probe_module_is_caught_by_verify_rebuild(baseline, tmp_path, monkeypatch, capsys):
+    """A probe's cached SPIR-V replaced and hashed again (its own hash is sound): ``--rebuild`` compiles the probe
+    again and finds it; ``--repair`` writes the probe's own module back."""
+    from vkdiff.datamodel import read_entry, write_entry
+
+    source, _ = baseline
+    root = tmp_path / "cache"
+    shutil.copytree(source, root)
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(root))
+    probes = sorted((root / "v2" / "traits" / "spv").glob("*.spv"))
+    assert probes, "the baseline run probed the device's traits"
+    head, _, module = read_entry(probes[0]).partition(b"\n")
+    write_entry(probes[0], head + b"\n" + module[:-4] + bytes(4))
+    assert cli.main(["cache", "verify"]) == 0, "the forged entry's own hash is sound"
+    rebuild = ["cache", "verify", "--rebuild", "--et-src", main_tree()[0]]
+    capsys.readouterr()
+    assert cli.main(rebuild) == 1
+    assert f"corrupt: {probes[0]} (differs from the probe's source compiled again)" in capsys.readouterr().out
+    assert cli.main([*rebuild, "--repair"]) == 0
+    capsys.readouterr()
+    assert cli.main(rebuild) == 0 and read_entry(probes[0]).partition(b"\n")[2] == module

@@ -9,6 +9,8 @@ folder         entry                      check
 ``index/``     (tree, variant) → module   header hash; key derived again (on use, ``--rebuild``)
 ``lowered/``   a lowering (.pte + JSON)   header hash (each file)
 ``baked/``     a transformed module       header hash; ``--rebuild``: transformed again from its source
+``traits/``    a device's probed traits,  header hash; ``--rebuild``: the probes compiled again, compared
+               the probes' SPIR-V
 ``include/``   a tree's generated headers manifest; compared with the codegen's (on use)
 ``trees/``     an extracted tree          manifest; compared with its source (on use)
 ``llm/``       a generated checkpoint     manifest of file hashes
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from vkdiff.datamodel import CacheCorruptError, read_entry, verify_manifest
 
-FILE_ENTRIES = ("spv", "index", "lowered", "baked")
+FILE_ENTRIES = ("spv", "index", "lowered", "baked", "traits")
 FOLDER_ENTRIES = ("include", "trees", "llm")
 
 
@@ -114,7 +116,18 @@ def _rebuild(root: Path, builder, report: CacheReport, repair: bool) -> None:
     if modules > seen:
         report.unchecked.append(f"{modules - seen} of {_modules(modules)} in spv/ belong to no variant of this tree "
                                 f"(pass their tree with --et-src)")
-    _rebake(root, {hashlib.sha256(r.module).hexdigest(): r.module for r in checked if r.module}, report, repair)
+    sources = {hashlib.sha256(r.module).hexdigest(): r.module for r in checked if r.module}
+    sources.update(_recheck_probes(report, repair))
+    _rebake(root, sources, report, repair)
+
+
+def _recheck_probes(report: CacheReport, repair: bool) -> dict[str, bytes]:
+    """The trait probes compiled again (their cached modules compared): sources of the transformed probe modules."""
+    from vkdiff.device.runtime.traits import rechecked_probes
+
+    corrupt, modules = rechecked_probes(repair=repair)
+    report.corrupt += corrupt
+    return modules
 
 
 def _rebake(root: Path, sources: dict[str, bytes], report: CacheReport, repair: bool) -> None:

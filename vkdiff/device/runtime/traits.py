@@ -64,6 +64,12 @@ def record_path(info: DeviceInfo) -> Path:
     return cache_dir() / TRAITS_DIR / f"{cache_key(info)}.json"
 
 
+def probe_path(source: str) -> Path:
+    """Where a probe's SPIR-V is cached: keyed by its GLSL and glslc's flags."""
+    key = hashlib.sha256("\0".join((source, *SPV_FLAGS)).encode()).hexdigest()[:32]
+    return cache_dir() / TRAITS_DIR / "spv" / f"{key}.spv"
+
+
 def compile_probe(source: str) -> tuple[bytes, str]:
     """(SPIR-V, the glslc that built it) of a probe's GLSL, cached by source and flags (a runner without glslc uses a
     cache built elsewhere; a corrupt entry is reported and built again).
@@ -71,8 +77,7 @@ def compile_probe(source: str) -> tuple[bytes, str]:
     Raises:
         BuildError: glslc is missing (``GlslcMissingError``) or refuses the source.
     """
-    key = hashlib.sha256("\0".join((source, *SPV_FLAGS)).encode()).hexdigest()[:32]
-    path = cache_dir() / TRAITS_DIR / "spv" / f"{key}.spv"
+    path = probe_path(source)
     try:
         head, newline, spv = read_entry(path).partition(b"\n")
         if newline and spv:
@@ -90,6 +95,32 @@ def compile_probe(source: str) -> tuple[bytes, str]:
         raise BuildError("trait probe: glslc failed: " + " | ".join(lines[:4]))
     write_entry(path, glslc.encode() + b"\n" + done.stdout)
     return done.stdout, glslc
+
+
+def rechecked_probes(repair: bool = False) -> tuple[list[tuple[Path, str]], dict[str, bytes]]:
+    """Every probe compiled again by glslc and compared with its cached module: (corrupt entries and why, the fresh
+    modules by sha256, what transformed probe modules are made from). With ``repair`` a differing entry is replaced.
+
+    Raises:
+        BuildError: glslc is missing or refuses a probe.
+    """
+    corrupt, modules = [], {}
+    glslc = glslc_version()
+    for probe in trait_probes.probes():
+        done = subprocess.run(["glslc", *SPV_FLAGS, "-o", "-", "-"], input=probe.source.encode(), capture_output=True)
+        if done.returncode != 0:
+            raise BuildError(f"trait probe {probe.name}: glslc failed")
+        modules[hashlib.sha256(done.stdout).hexdigest()] = done.stdout
+        path = probe_path(probe.source)
+        try:
+            cached = read_entry(path).partition(b"\n")[2]
+        except (FileNotFoundError, CacheCorruptError):
+            continue
+        if cached != done.stdout:
+            corrupt.append((path, "differs from the probe's source compiled again"))
+            if repair:
+                write_entry(path, glslc.encode() + b"\n" + done.stdout)
+    return corrupt, modules
 
 
 @dataclasses.dataclass(kw_only=True)
