@@ -256,15 +256,14 @@ def cached_record(payload: bytes) -> dict[str, Any]:
     return record
 
 
-def device_traits(ctx_or_device: Any, info: DeviceInfo) -> dict[str, Any]:
-    """The traits of ``info``'s device (a ``DeviceContext`` or a ``Transport``), cached or measured now.
+def device_traits(device: Transport, info: DeviceInfo) -> dict[str, Any]:
+    """The traits of ``info``'s device (as opened: no wrapper), cached or measured now.
 
     Example::
 
-        traits = device_traits(ctx, ctx.info)
+        traits = device_traits(ctx.opened, ctx.info)
         traits["f32_denorm"]   # 'preserved'
     """
-    device = ctx_or_device if isinstance(ctx_or_device, Transport) else ctx_or_device.device
     path = record_path(info)
     try:
         return cached_record(read_entry(path))

@@ -155,9 +155,28 @@ class WgpuDevice:
 
     def __init__(self, device: Any):
         self.inner = device
+        self.limits: dict[str, int] = device.limits
+        self.queue: Any = device.queue
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    def create_buffer(self, **kwargs: Any) -> Any:
+        """The interface's members are the wrapper's own (``isinstance(x, Transport)`` reads them statically since
+        Python 3.12); the rest of wgpu's API passes through ``__getattr__``."""
+        return self.inner.create_buffer(**kwargs)
+
+    def create_buffer_with_data(self, **kwargs: Any) -> Any:
+        return self.inner.create_buffer_with_data(**kwargs)
+
+    def create_texture(self, **kwargs: Any) -> Any:
+        return self.inner.create_texture(**kwargs)
+
+    def create_command_encoder(self, **kwargs: Any) -> Any:
+        return self.inner.create_command_encoder(**kwargs)
+
+    def create_bind_group(self, **kwargs: Any) -> Any:
+        return self.inner.create_bind_group(**kwargs)
 
     @staticmethod
     def call(error_type: type[DeviceError], what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
