@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 
 from vkdiff.entry.options import parse_regex
 
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     if tree.path is None:
         raise UsageError(f"vkdiff load needs an ExecuTorch tree: {tree.note}")
     builder = ShaderBuilder(tree.path)
+    if args.variants and not any(re.search(args.variants, name) for name in builder.variants()):
+        raise UsageError(f"--variants {args.variants!r} matches none of the tree's {len(builder.variants())} shader "
+                         f"variants: nothing would be loaded (vkdiff coverage lists them)")
     out = open(args.results, "a", encoding="utf-8") if args.results else None
     summaries, failed = {}, False
     try:
