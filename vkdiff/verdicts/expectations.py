@@ -6,11 +6,12 @@ import dataclasses
 import functools
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
 from vkdiff.datamodel import Result, Status
+from vkdiff.device.runtime.trait_probes import TRAITS
 
 DATA = Path(__file__).parents[1] / "cases" / "expectations.yaml"
 
@@ -24,8 +25,19 @@ class Expectation:
     """Regex over case ids."""
     rule: tuple[str, ...] = ()
     """Rules of a model case the bug shows in (empty: any, and every kernel case)."""
-    device: str | tuple[str, ...] = "all"
-    """Device slugs, or ``all``."""
+    traits: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Probed device traits the bug needs (``device_info["traits"]``, names of
+    ``vkdiff.device.runtime.trait_probes.TRAITS``), all of them: trait → the value, a list of values (any of them), or
+    for a table trait (``f2i_out_of_range``) a mapping of its entries, each a value or a list. Empty: any device. A
+    result that recorded no traits, or not this one (not measured, probe error), is never in the territory of a
+    trait-keyed expectation: what a device does is read from its probes, never guessed from its name."""
+    vendor: str = ""
+    """Regex (case-insensitive search) over the vendor as results record it: the transport's vendor name and the PCI
+    vendor id in hex (``NVIDIA 0x10de``, ``nvidia 0x10de``, ``mesa 0x10005``). Only where the cause is the vendor's
+    own compiler or driver and no probed trait states it (the reason says why); never a product's name. Empty: any."""
+    driver: str = ""
+    """Regex (case-insensitive search) over ``device_info["driver"]``, where a driver (version) is truly the cause and
+    no trait states it. Empty: any."""
     transport: tuple[str, ...] = ()
     """Transports the bug shows through (``wgpu``, ``vulkan``; empty: both): a naga translation bug, or one only
     the exact SPIR-V or a real blit reaches."""
@@ -51,11 +63,15 @@ class Expectation:
     reason: str = ""
 
     def applies_to(self, result: Result) -> bool:
-        """Same case, rule and device: the bug's territory, whatever the outcome."""
-        devices = (self.device,) if isinstance(self.device, str) else self.device
+        """Same case and rule, on a device with the traits, vendor and driver named: the bug's territory, whatever the
+        outcome."""
+        info = result.device_info or {}
         return (re.search(self.case, result.case) is not None
                 and (not self.rule or result.rule in self.rule)
-                and ("all" in devices or result.device in devices)
+                and (not self.traits or has_traits(info.get("traits"), self.traits))
+                and (not self.vendor or re.search(self.vendor, vendor_of(info), re.IGNORECASE) is not None)
+                and (not self.driver
+                     or re.search(self.driver, str(info.get("driver") or ""), re.IGNORECASE) is not None)
                 and (not self.transport or transport_of(result) in self.transport)
                 and (not self.validation or validation_of(result) in self.validation))
 
@@ -78,6 +94,40 @@ class Expectation:
 
 UNMEASURED = frozenset({Status.FAIL_OOB.name, Status.FAIL_SYNC.name})
 """Statuses whose result holds no error size: the signature alone pins them (which tensor, which bytes)."""
+
+
+def has_traits(recorded: Any, wanted: Mapping[str, Any]) -> bool:
+    """Whether ``recorded`` (a result's ``device_info["traits"]``) holds every trait of ``wanted`` at one of its values;
+    False when no traits were recorded (results from before traits were probed, host results): never a guess."""
+    if not isinstance(recorded, Mapping):
+        return False
+    return all(name in recorded and _trait_matches(recorded[name], want) for name, want in wanted.items())
+
+
+def _trait_matches(value: Any, want: Any) -> bool:
+    if isinstance(want, Mapping):
+        return isinstance(value, Mapping) and all(key in value and _trait_matches(value[key], one)
+                                                  for key, one in want.items())
+    if isinstance(want, (list, tuple)):
+        return any(_same(value, one) for one in want)
+    return _same(value, want)
+
+
+def _same(value: Any, want: Any) -> bool:
+    """Equal, and a flag only equals a flag (``False`` is not ``0``); an unmeasured trait (``{"not_measured": ...}``,
+    ``{"error": ...}``) equals nothing."""
+    if isinstance(value, bool) or isinstance(want, bool):
+        return isinstance(value, bool) and isinstance(want, bool) and value is want
+    if isinstance(value, Mapping):
+        return False
+    return value == want
+
+
+def vendor_of(info: Mapping[str, Any]) -> str:
+    """The text ``Expectation.vendor`` is searched in: the vendor name the transport reports and the PCI vendor id in
+    hex (``NVIDIA 0x10de`` through wgpu, ``nvidia 0x10de`` through raw Vulkan); empty for a host result."""
+    name, vendor_id = str(info.get("vendor") or ""), info.get("vendor_id")
+    return f"{name} {vendor_id:#06x}" if isinstance(vendor_id, int) else name
 
 
 def transport_of(result: Result) -> str:
@@ -113,15 +163,33 @@ def error_of(result: Result) -> tuple[float | None, int | None]:
             int(count.group(1)) if count else None)
 
 
+class ExpectationFileError(ValueError):
+    """An entry of the expectation file names a device, or a trait no probe measures."""
+
+
 @functools.lru_cache(maxsize=None)
 def load(path: Path = DATA) -> tuple[Expectation, ...]:
-    """Every expectation of the data file."""
+    """Every expectation of the data file.
+
+    Raises:
+        ExpectationFileError: an entry keys by device (``device:`` other than ``all``: key by ``traits``, ``vendor`` or
+            ``driver``) or names a trait that ``TRAITS`` does not list.
+    """
     entries = yaml.safe_load(path.read_text()) or []
-    return tuple(Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
-                                "transport": tuple(e.get("transport", ())),
-                                "validation": tuple(e.get("validation", ())),
-                                "device": e["device"] if isinstance(e.get("device", "all"), str) else tuple(e["device"])})
-                 for e in entries)
+    return tuple(_entry(dict(e)) for e in entries)
+
+
+def _entry(e: dict[str, Any]) -> Expectation:
+    device = e.pop("device", "all")
+    if device != "all":
+        raise ExpectationFileError(f"expectation {e.get('id')}: device {device!r}: an expectation names no product; "
+                                   "key it by traits, vendor or driver")
+    unknown = sorted(set(e.get("traits") or {}) - set(TRAITS))
+    if unknown:
+        raise ExpectationFileError(f"expectation {e.get('id')}: no probe measures trait(s) {', '.join(unknown)}")
+    return Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
+                          "transport": tuple(e.get("transport", ())), "validation": tuple(e.get("validation", ())),
+                          "traits": dict(e.get("traits") or {})})
 
 
 def annotate(result: Result, expectations: Sequence[Expectation] | None = None) -> Result:
