@@ -81,7 +81,7 @@ def resolve_inputs(args: argparse.Namespace, console):
 
     Each problem is one line (a usage error); the tree's note is printed once everything is valid.
     """
-    from vkdiff.device.transports.adapters import NoAdapterError, UnknownDeviceError, select
+    from vkdiff.device.transports.adapters import TRANSFORMS_MODULES, NoAdapterError, UnknownDeviceError, select
     from vkdiff.device.shaders.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.shaders.dispatch import has_baked_modules
     from vkdiff.device.shaders.spirv import SpirvOptMissingError, spirv_opt
@@ -95,7 +95,7 @@ def resolve_inputs(args: argparse.Namespace, console):
         tree = choose_tree(args.et_src)
         if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
             glslc_version()
-        if tree.path is not None and devices and settings.transport == "wgpu" and not has_baked_modules():
+        if tree.path is not None and devices and TRANSFORMS_MODULES[settings.transport] and not has_baked_modules():
             spirv_opt()
     except (CacheUnwritableError, EtSourceError, GlslcMissingError, NoAdapterError, SpirvOptMissingError,
             UnknownDeviceError) as exc:

@@ -39,6 +39,8 @@ REPORTED_LIMITS = (
 
 REPORTS_DEVICE_FEATURES = {"wgpu": False, "vulkan": True}
 """Whether a transport's adapters report the device's own Vulkan features (what a ``from_device`` route reads)."""
+TRANSFORMS_MODULES = {"wgpu": True, "vulkan": False}
+"""Whether a transport runs glslc's modules transformed (for naga, by spirv-opt, unless transformed ones are cached)."""
 ADAPTER_ENV = "VKDIFF_DEVICE"
 """Adapter selector when no ``--device`` is given (read where the run selects its adapters)."""
 
