@@ -89,12 +89,22 @@ def compile_probe(source: str) -> tuple[bytes, str]:
         record_repair(exc)
         path.unlink(missing_ok=True)
     glslc = glslc_version()
+    spv = glslc_compile(source)
+    write_entry(path, glslc.encode() + b"\n" + spv)
+    return spv, glslc
+
+
+def glslc_compile(source: str) -> bytes:
+    """glslc's module for a probe's GLSL (no cache).
+
+    Raises:
+        BuildError: glslc refuses the source.
+    """
     done = subprocess.run(["glslc", *SPV_FLAGS, "-o", "-", "-"], input=source.encode(), capture_output=True)
     if done.returncode != 0:
         lines = [ln for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
         raise BuildError("trait probe: glslc failed: " + " | ".join(lines[:4]))
-    write_entry(path, glslc.encode() + b"\n" + done.stdout)
-    return done.stdout, glslc
+    return done.stdout
 
 
 def rechecked_probes(repair: bool = False) -> tuple[list[tuple[Path, str]], dict[str, bytes]]:
@@ -107,19 +117,17 @@ def rechecked_probes(repair: bool = False) -> tuple[list[tuple[Path, str]], dict
     corrupt, modules = [], {}
     glslc = glslc_version()
     for probe in trait_probes.probes():
-        done = subprocess.run(["glslc", *SPV_FLAGS, "-o", "-", "-"], input=probe.source.encode(), capture_output=True)
-        if done.returncode != 0:
-            raise BuildError(f"trait probe {probe.name}: glslc failed")
-        modules[hashlib.sha256(done.stdout).hexdigest()] = done.stdout
+        spv = glslc_compile(probe.source)
+        modules[hashlib.sha256(spv).hexdigest()] = spv
         path = probe_path(probe.source)
         try:
             cached = read_entry(path).partition(b"\n")[2]
         except (FileNotFoundError, CacheCorruptError):
             continue
-        if cached != done.stdout:
+        if cached != spv:
             corrupt.append((path, "differs from the probe's source compiled again"))
             if repair:
-                write_entry(path, glslc.encode() + b"\n" + done.stdout)
+                write_entry(path, glslc.encode() + b"\n" + spv)
     return corrupt, modules
 
 
