@@ -36,14 +36,20 @@ class Status(enum.IntEnum):
     """NaN or Inf where the reference has none."""
     FAIL_NUMERIC = 8
     """Finite but over tolerance."""
-    NONDETERMINISTIC = 9
+    FAIL_PORTABILITY = 9
+    """The shader is wrong on some conformant device: a liberty the Vulkan spec grants (inexact division, a
+    transcendental through its inherited formula, ...) takes its result outside tolerance on the case's inputs. On
+    every device, whatever this one computed."""
+    FAIL_DRIVER = 10
+    """The device's result lies outside what the Vulkan spec allows for the shader's declared arithmetic."""
+    NONDETERMINISTIC = 11
     """Repeat runs differ bitwise."""
-    FAIL_OOB = 10
+    FAIL_OOB = 12
     """A dispatch wrote outside its tensor (a canary guard band changed, or the validation layer saw it)."""
-    FAIL_SYNC = 11
+    FAIL_SYNC = 13
     """Two accesses to one resource are not ordered by a barrier (a read-after-write, write-after-read or
     write-after-write hazard in the recorded command stream)."""
-    ERROR = 12
+    ERROR = 14
     """A harness bug or an unexpected exception."""
 
     def is_success(self) -> bool:

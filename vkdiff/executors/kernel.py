@@ -19,7 +19,8 @@ from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph import Launch
 from vkdiff.executors.bits import differing_elements, outputs
 from vkdiff.executors.op_graph import OpGraph, ResizeError
-from vkdiff.executors.references import Models, Prepared, contractions, emulation, prepare_case, prepared_for
+from vkdiff.executors.references import (Envelope, Models, Prepared, compute_dtype, contractions, emulation, envelope,
+                                         prepare_case, prepared_for)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -33,13 +34,19 @@ class Checked:
     """The reference with the launched variant's declared rounding (None: none declared, or no emulation)."""
     contractions: dict[str, np.ndarray]
     """Outputs a correct device may give instead of an integer reference (``reference.contracted``)."""
+    envelope: Envelope | None = None
+    """What any conformant device may give for the variant's declared arithmetic (``vkdiff.reference.spec``)."""
+    compute: str = "float32"
+    """The dtype the variant computes in."""
 
 
 def checked(op: str, launched: Launch, prepared: Prepared, *, emulate: bool = True) -> Checked:
     """``launched`` with its references (``emulate=False``: judged by the tolerance policy alone)."""
     return Checked(launch=launched, prepared=prepared,
                    emulation=emulation(op, prepared, launched.arithmetic) if emulate else None,
-                   contractions=contractions(op, prepared, launched.output))
+                   contractions=contractions(op, prepared, launched.output),
+                   envelope=envelope(op, prepared, launched.variant, launched.output),
+                   compute=compute_dtype(op, launched.variant))
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -20,6 +20,7 @@ from vkdiff.datamodel import DEVICE_LOST_FLAG, Result, Status
 from vkdiff.device.boundary import is_device_lost
 from vkdiff.device.runtime.layouts import unwritten_mask
 from vkdiff.executors.kernel import Checked, KernelRun, Smaller
+from vkdiff.verdicts import envelope as spec_envelope
 from vkdiff.verdicts.compare import Emulated, ErrorStatistics
 from vkdiff.verdicts.program import INF_CLAMPED_FLAG, PORT_STALE_FLAG
 from vkdiff.verdicts.statuses import status_of_exception
@@ -74,8 +75,9 @@ def apply_exception(result: Result, exc: Exception) -> None:
 
 
 def judge_smaller(result: Result, smaller: Sequence[Smaller], case_id: str) -> None:
-    """Each run below the bound: its output sizes after resize, then its values. The first failure becomes the
-    result's status; every run is listed in ``metrics["below_bound"]``."""
+    """Each run below the bound: its output sizes after resize, then its values (and its spec envelope). The first
+    failure becomes the result's status; every run is listed in ``metrics["below_bound"]``."""
+    traits = (result.device_info or {}).get("traits")
     runs = []
     for entry in smaller:
         if entry.resize_error is not None:
@@ -89,6 +91,9 @@ def judge_smaller(result: Result, smaller: Sequence[Smaller], case_id: str) -> N
             status, message = stats.status(), stats.message()
             if status is Status.FAIL_NUMERIC and contraction_followed(entry.run):
                 status = Status.PASS
+            refined = within_envelope(status, entry.run, traits)
+            if refined is not None:
+                status, message = refined.status, refined.reason or message
         failed = status.is_failure() or entry.resize_error is not None
         runs.append({"sizes": entry.case.sizes, "status": status.name, **({"reason": message} if failed else {})})
         if failed and result.status == Status.PASS.name:
@@ -133,6 +138,17 @@ def contraction_followed(run: Checked) -> str | None:
     return next((name for name, codes in run.contractions.items() if np.array_equal(output, codes)), None)
 
 
+def within_envelope(status: Status, run: Checked, traits: Any) -> spec_envelope.Judgement | None:
+    """The verdict the launch's spec envelope gives (``vkdiff.verdicts.envelope``), or None where it changes nothing."""
+    if run.envelope is None:
+        return None
+    prepared = run.prepared
+    expected = np.asarray(prepared.expected, np.float64)
+    bound = prepared.tolerance.bound(expected, prepared.magnitude)
+    return spec_envelope.judge(status, np.asarray(run.launch.output), expected, bound, run.envelope, run.compute,
+                               traits)
+
+
 def record_launch(result: Result, run: Checked) -> None:
     """Compare a launch's output(s) with the reference and write the verdict and evidence into ``result``."""
     launched, prepared = run.launch, run.prepared
@@ -154,6 +170,11 @@ def record_launch(result: Result, run: Checked) -> None:
         [CONTRACTED_FLAG] if contraction else [])
     if contraction:
         result.metrics["contraction"] = contraction
+    refined = within_envelope(status, run, (result.device_info or {}).get("traits"))
+    if refined is not None:
+        result.status, result.reason = refined.status.name, refined.reason
+        result.flags = [*result.flags, *refined.flags]
+        result.metrics["envelope"] = {**refined.metrics, "tolerance_status": status.name}
     if launched.stale:
         result.metrics["port_stale"] = launched.stale
     result.dispatch = {k: list(v) if isinstance(v, tuple) else v for k, v in launched.dispatch.items()}

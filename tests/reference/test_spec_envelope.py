@@ -1,0 +1,113 @@
+"""The spec's precision table as intervals, and the envelopes declared shaders get from it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vkdiff.reference.ops import OPS
+from vkdiff.reference.spec.declarations import DECLARED
+from vkdiff.reference.spec.envelope import evaluate
+from vkdiff.reference.spec.precision import LIBERTIES, Spec, flush_subnormals
+
+
+def band(envelope, *liberties):
+    return next(b for b in envelope.bands if b.liberties == liberties)
+
+
+def test_exact_evaluation_widens_nothing():
+    s = Spec("float32")
+    q = s.div(s.of(np.array([1.0, 7.0])), s.of(np.array([3.0, 2.0])))
+    assert np.array_equal(q.lo, q.hi) and np.allclose(q.lo, [1 / 3, 3.5])
+    assert {"division"} <= s.used
+
+
+def test_division_is_two_and_a_half_ulp_and_floor_may_land_below():
+    s = Spec("float32", {"division"})
+    q = s.div(s.of(np.array([6.0])), s.of(np.array([3.0])))
+    ulp = float(np.spacing(np.float32(2.0)))
+    assert q.lo[0] == pytest.approx(2.0 - 2.5 * ulp) and q.hi[0] == pytest.approx(2.0 + 2.5 * ulp)
+    assert s.floor(q).lo[0] == 1.0 and s.floor(q).hi[0] == 2.0
+
+
+def test_a_nonzero_over_zero_is_infinite_and_a_subnormal_divisor_unbounded():
+    s = Spec("float32", {"division"})
+    q = s.div(s.of(np.array([1.0, 1.0])), s.of(np.array([0.0, 1e-40]), flushable=False))
+    assert q.lo[0] == q.hi[0] == np.inf
+    assert q.lo[1] == -np.inf and q.hi[1] == np.inf and q.nan[1]
+
+
+def test_tan_near_half_pi_is_unbounded_and_narrow_elsewhere():
+    x = np.array([np.nextafter(np.float32(math.pi / 2), np.float32(0)), 0.5, 1e4], np.float32)
+    env = evaluate("aten.tan.default", {"self": x}, np.tan(x.astype(np.float64)), "float32")
+    trig = band(env, "sin_cos")
+    assert trig.lo[0] == -np.inf and trig.hi[0] == np.inf          # cos may be 0 within 2^-11
+    assert trig.hi[1] - trig.lo[1] < 4 * 2.0 ** -11                 # inside [-pi, pi]: the spec's bound
+    assert trig.nan[2]                                              # outside it: no bound at all
+
+
+def test_overflow_converts_to_the_largest_finite_value_or_infinity():
+    x = np.array([300.0, 11.1, 11.0], np.float16)
+    env = evaluate("aten.exp.default", {"self": x}, np.exp(x.astype(np.float64)), "float32", stored="float16")
+    over = band(env, "overflow")
+    assert over.lo.tolist()[:2] == [65504.0, 65504.0] and over.hi.tolist()[:2] == [np.inf, np.inf]
+    assert over.lo[2] == over.hi[2] < 65504                       # in range: unmoved
+    assert np.isfinite(band(env, "exp").lo[2])                    # the largest value's spacing is finite
+
+
+def test_an_infinite_result_stays_infinite():
+    s = Spec("float32", {"overflow", "exp"})
+    out = s.store(s.exp(s.of(np.array([np.inf]))), "float16")
+    assert out.lo[0] == out.hi[0] == np.inf
+
+
+def test_subnormal_operands_may_read_as_zero():
+    x = np.array([1e-45, 4.0], np.float32)
+    env = evaluate("aten.rsqrt.default", {"self": x}, 1 / np.sqrt(x.astype(np.float64)), "float32")
+    flush = band(env, "subnormal_flush")
+    assert flush.hi[0] == np.inf and flush.lo[0] == pytest.approx(1 / math.sqrt(float(np.float32(1e-45))))
+    assert flush.lo[1] == flush.hi[1] == 0.5
+    assert flush_subnormals(np.array([-1e-45, 1e-30]), "float32").tolist() == [-0.0, 1e-30]
+
+
+def test_tanh_through_exp_overflows_in_float16_only():
+    x = np.array([12.0, 3.0], np.float16)
+    half = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "float16")
+    single = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "float32")
+    assert band(half, "tanh").nan[0] and band(half, "tanh").rule
+    assert not band(single, "tanh").nan.any()
+
+
+def test_nan_through_clamp_may_come_out_a_bound():
+    x = np.array([np.nan, 1.0], np.float32)
+    env = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "float32")
+    clamp = band(env, "nan_clamp")
+    assert (clamp.lo[0], clamp.hi[0]) == pytest.approx((-1.0, 1.0)) and "clamp of NaN" in clamp.rule
+
+
+def test_an_undeclared_op_gets_only_the_subnormal_band_and_only_when_it_matters():
+    ref = OPS["aten.neg.default"].fn
+    assert evaluate("aten.neg.default", {"self": np.array([1.0, 2.0], np.float32)}, np.array([-1.0, -2.0]),
+                    "float32", ref) is None
+    env = evaluate("aten.neg.default", {"self": np.array([1e-45, 2.0], np.float32)},
+                   -np.array([1e-45, 2.0], np.float32).astype(np.float64), "float32", ref)
+    assert [b.liberties for b in env.bands] == [("subnormal_flush",)] and not env.complete
+
+
+@pytest.mark.parametrize("variant, compute", [("tan_half_texture3d", "float32"), ("tan_half_buffer", "float32"),
+                                              ("tan_float_buffer", "float32")])
+def test_unary_half_variants_compute_in_float32(variant, compute):
+    assert DECLARED["aten.tan.default"].compute(variant) == compute
+
+
+def test_binary_half_buffers_compute_in_float16():
+    assert DECLARED["aten.div.Tensor_mode"].compute("binary_floor_divide_buffer_half") == "float16"
+    assert DECLARED["aten.div.Tensor_mode"].compute("binary_floor_divide_texture3d_half") == "float32"
+
+
+def test_every_declaration_names_a_real_op_and_known_liberties():
+    for op, declared in DECLARED.items():
+        assert op in OPS, op
+        assert set(declared.rules) <= set(LIBERTIES), op

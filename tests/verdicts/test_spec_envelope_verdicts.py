@@ -1,0 +1,93 @@
+"""Verdicts against the spec envelope: spec-allowed, FAIL_PORTABILITY, FAIL_DRIVER, and where the envelope refuses."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vkdiff.datamodel import Status
+from vkdiff.reference.spec.envelope import evaluate
+from vkdiff.verdicts.envelope import judge
+
+FLUSHES = {"f32_denorm": "flushed", "div_f32_max_ulp": 1.14, "fma": "contracted"}
+KEEPS = {"f32_denorm": "preserved", "div_f32_max_ulp": 0.45, "fma": "separate"}
+
+
+def rsqrt_case():
+    x = np.array([5.6e-45, 4.0, 2.25], np.float32)
+    expected = 1 / np.sqrt(x.astype(np.float64))
+    return x, expected, 1e-5 + 1e-5 * np.abs(expected)
+
+
+def test_a_flushed_subnormal_is_spec_allowed_on_a_device_that_flushes():
+    x, expected, bound = rsqrt_case()
+    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "float32")
+    device = np.array([np.inf, 0.5, 1 / 1.5], np.float32)
+    verdict = judge(Status.FAIL_NAN, device, expected, bound, env, "float32", FLUSHES)
+    assert verdict.status is Status.PASS and verdict.flags == ["spec-allowed:f32_denorm"]
+
+
+def test_the_envelope_refuses_a_liberty_the_device_says_it_does_not_take():
+    x, expected, bound = rsqrt_case()
+    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "float32")
+    device = np.array([np.inf, 0.5, 1 / 1.5], np.float32)
+    verdict = judge(Status.FAIL_NAN, device, expected, bound, env, "float32", KEEPS)
+    assert verdict.status is Status.FAIL_DRIVER and "outside what the Vulkan spec allows" in verdict.reason
+
+
+def test_a_planted_fault_is_never_spec_allowed():
+    """(The spec's tan is loose: 2^-11 on sin and cos is ~1.4% of tan(-1.38) = -5.2, so a fault must be placed where
+    the envelope is narrow to be told apart; near 0 it is.)"""
+    x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
+    expected = np.tan(x.astype(np.float64))
+    bound = 1e-5 + 1e-5 * np.abs(expected)
+    env = evaluate("aten.tan.default", {"self": x}, expected, "float32")
+    device = expected.astype(np.float32)
+    device[31] += np.float32(0.05)   # tan(-0.048): sin / cos within 2^-11 moves it by ~1e-3, never by 0.05
+    verdict = judge(Status.FAIL_NUMERIC, device, expected, bound, env, "float32", FLUSHES)
+    assert verdict is not None and verdict.status is Status.FAIL_DRIVER
+    assert not verdict.flags
+
+
+def test_floor_division_is_a_portability_failure_even_where_the_device_is_right():
+    x, y = np.array([6.0, 7.5, 9.0], np.float32), np.array([3.0, 2.0, 4.0], np.float32)
+    expected = np.floor(x.astype(np.float64) / y)
+    args = {"self": x, "other": y, "rounding_mode": "floor"}
+    env = evaluate("aten.div.Tensor_mode", args, expected, "float32")
+    verdict = judge(Status.PASS, expected.astype(np.float32), expected, np.zeros(3), env, "float32", KEEPS)
+    assert verdict.status is Status.FAIL_PORTABILITY
+    assert "floor division exact only with correctly rounded division" in verdict.reason
+    assert verdict.metrics["portability"]["index"] == [0]
+
+
+def test_a_device_that_floors_one_low_is_the_same_portability_failure():
+    x, y = np.array([6.0, 7.5], np.float32), np.array([3.0, 2.0], np.float32)
+    expected = np.floor(x.astype(np.float64) / y)
+    env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "float32")
+    verdict = judge(Status.FAIL_NUMERIC, np.array([1.0, 3.0], np.float32), expected, np.zeros(2), env, "float32",
+                    FLUSHES)
+    assert verdict.status is Status.FAIL_PORTABILITY and "this device takes it" in verdict.reason
+
+
+def test_a_result_past_the_envelope_of_a_non_portable_shader_stays_a_plain_failure():
+    x, y = np.array([6.0, 7.5], np.float32), np.array([3.0, 2.0], np.float32)
+    expected = np.floor(x.astype(np.float64) / y)
+    env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "float32")
+    assert judge(Status.FAIL_NUMERIC, np.array([2.0, 5.0], np.float32), expected, np.zeros(2), env, "float32",
+                 FLUSHES) is None
+
+
+def test_tan_at_its_pole_is_spec_allowed_and_names_the_trait():
+    x = np.array([np.nextafter(np.float32(math.pi / 2), np.float32(0)), 0.25], np.float32)
+    expected = np.tan(x.astype(np.float64))
+    env = evaluate("aten.tan.default", {"self": x}, expected, "float32")
+    device = np.array([np.inf, np.tan(0.25)], np.float32)
+    verdict = judge(Status.FAIL_NAN, device, expected, 1e-5 + 1e-5 * np.abs(expected), env, "float32", FLUSHES)
+    assert verdict.status is Status.PASS and verdict.flags == ["spec-allowed:sin_cos_max_abs"]
+
+
+def test_a_passing_result_without_a_portability_rule_is_left_alone():
+    x, expected, bound = rsqrt_case()
+    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "float32")
+    assert judge(Status.PASS, expected.astype(np.float32), expected, bound, env, "float32", KEEPS) is None

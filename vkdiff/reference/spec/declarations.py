@@ -1,0 +1,112 @@
+"""What each ET-VK shader computes, as the GLSL writes it: the formula a spec envelope is evaluated from.
+
+Each declaration is the shader's expression over ``Spec`` operations (``precision``),
+read from its yaml or GLSL in the tree the launchers port (executorch main cff6f4dd32):
+``unary_op.yaml``'s ``OPERATOR`` strings, ``binary_op_{buffer,texture}.yaml``, ``tan.glsl``.
+
+* ``compute``: the dtype the arithmetic runs in. A texture variant computes in float32
+  (``texel_type`` is ``vec4`` for an ``rgba16f`` image too; the store converts), a half
+  buffer variant in float16 (``float16_t`` elements) unless the shader converts first:
+  ``unary_op.glsl`` and ``tan.glsl`` read a buffer element with ``float(t_in[i])``.
+* ``rules``: the liberties under which the shader, not the device, is at fault: a
+  portable shader exists that holds ATen's tolerance under them, and the rule says what
+  this one relies on. A liberty without a rule is the op's own builtin, or subnormal
+  operands: no shader can do better, so a device that takes it is ``spec-allowed``.
+* ``complete``: the formula is everything the shader does to an element, which it reads at
+  the index it writes (the unary shaders), so a result outside the envelope (where the
+  formula means ATen's op) is the device's doing. A binary shader's broadcast indexing is
+  ET-VK's own code, where a wrong element is more often ET-VK's bug: not complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping
+
+from vkdiff.reference.spec.precision import Interval, Spec
+
+__all__ = ["DECLARED", "Declaration"]
+
+Formula = Callable[[Spec, Mapping[str, Any]], Interval]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Declaration:
+    """The arithmetic of one op's shaders."""
+
+    formula: Formula
+    source: str
+    """Where the formula is read from, and the formula as the GLSL writes it."""
+    buffer_in_float32: bool = False
+    """Half buffer variants convert each element to float32 before computing (``float(t_in[i])``)."""
+    rules: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    complete: bool = True
+
+    def compute(self, variant: str) -> str:
+        """The dtype the variant ``variant`` computes in: a texture variant's texels are ``vec4`` whatever the image
+        format (``texel_type``), a half buffer variant's elements ``float16_t``."""
+        parts = variant.split("_")
+        if "half" not in parts or any(p.startswith("texture") for p in parts):
+            return "float32"
+        return "float32" if self.buffer_in_float32 else "float16"
+
+
+def _unary(body: Callable[[Spec, Interval], Interval]) -> Formula:
+    return lambda s, args: s.result(body(s, s.of(args["self"])))
+
+
+def _binary(body: Callable[[Spec, Interval, Interval], Interval]) -> Formula:
+    return lambda s, args: s.result(body(s, s.of(args["self"]), s.of(args["other"])))
+
+
+def _sigmoid(s: Spec, x: Interval) -> Interval:
+    one = s.of(1.0 + 0 * x.lo, flushable=False)
+    return s.div(one, s.result(s.add(one, s.result(s.exp(s.neg(x))))))
+
+
+def _div_mode(s: Spec, args: Mapping[str, Any]) -> Interval:
+    """``floor(X / Y)`` whatever the mode (``BinaryOp.cpp`` registers ``div.Tensor_mode`` as ``floor_divide``)."""
+    return s.result(s.floor(s.result(s.div(s.of(args["self"]), s.of(args["other"])))))
+
+
+LOG10E = 0.4342944819
+TANH_CLAMP = 15.0
+
+DECLARED: dict[str, Declaration] = {
+    "aten.tan.default": Declaration(formula=_unary(lambda s, x: s.tan(x)), source="tan.glsl: tan(X)",
+                                    buffer_in_float32=True),
+    "aten.exp.default": Declaration(formula=_unary(lambda s, x: s.exp(x)), source="unary_op.yaml exp: exp(X)",
+                                    buffer_in_float32=True),
+    "aten.sin.default": Declaration(formula=_unary(lambda s, x: s.sin(x)), source="unary_op.yaml sin: sin(X)",
+                                    buffer_in_float32=True),
+    "aten.cos.default": Declaration(formula=_unary(lambda s, x: s.cos(x)), source="unary_op.yaml cos: cos(X)",
+                                    buffer_in_float32=True),
+    "aten.sqrt.default": Declaration(formula=_unary(lambda s, x: s.sqrt(x)), source="unary_op.yaml sqrt: sqrt(X)",
+                                     buffer_in_float32=True),
+    "aten.rsqrt.default": Declaration(
+        formula=_unary(lambda s, x: s.div(s.of(1.0 + 0 * x.lo, flushable=False), s.result(s.sqrt(x)))),
+        source="unary_op.yaml rsqrt: (1 / sqrt(X))", buffer_in_float32=True),
+    "aten.log10.default": Declaration(formula=_unary(lambda s, x: s.scale(s.result(s.log(x)), LOG10E)),
+                                      source="unary_op.yaml log10: log(X) * 0.4342944819", buffer_in_float32=True),
+    "aten.tanh.default": Declaration(
+        formula=_unary(lambda s, x: s.tanh(s.clamp(x, -TANH_CLAMP, TANH_CLAMP))),
+        source="unary_op.yaml tanh: tanh(clamp(X, -15.0, 15.0))", buffer_in_float32=True,
+        rules={"tanh": f"tanh(clamp(x, -15, 15)) in float16 is inherited from exp(x), which overflows float16 past "
+                       f"|x| = {math.log(65504):.2f}: clamped to ±15 it may be inf / inf, NaN (a half shader portable "
+                       f"to such a device clamps to ±9, where tanh already rounds to ±1)",
+               "nan_clamp": "clamp of NaN is undefined (GLSL min/max): tanh(clamp(NaN, -15, 15)) may be ±1 where ATen "
+                            "propagates NaN (a portable shader tests isnan first)"}),
+    "aten.sigmoid.default": Declaration(formula=_unary(_sigmoid), source="unary_op.yaml sigmoid: 1 / (1 + exp(-1 * X))",
+                                        buffer_in_float32=True),
+    "aten.div.Tensor": Declaration(formula=_binary(lambda s, x, y: s.div(x, y)),
+                                   source="binary_op_{buffer,texture}.yaml div: X / Y", complete=False),
+    "aten.div.Tensor_mode": Declaration(
+        formula=_div_mode, source="binary_op_{buffer,texture}.yaml floor_divide: floor(X / Y)", complete=False,
+        rules={"division": "floor division exact only with correctly rounded division: floor(X / Y) of a quotient "
+                           "that is an integer may land one below it (a portable shader corrects the quotient, e.g. "
+                           "by checking X - q * Y)"}),
+    "aten.mul.Tensor": Declaration(formula=_binary(lambda s, x, y: s.mul(x, y)),
+                                   source="binary_op_{buffer,texture}.yaml mul: X * Y", complete=False),
+}
+"""Declared arithmetic by full op name. An op not here is evaluated by its reference on flushed operands only."""

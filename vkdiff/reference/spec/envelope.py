@@ -1,0 +1,117 @@
+"""A case's spec envelope: per liberty, the results a conformant device may give, around ATen's reference.
+
+The declared formula (``declarations``) is evaluated exactly and then under each liberty it
+meets, alone and all together; each evaluation's departure from the exact one, added to
+ATen's reference, is that liberty's band. Where the formula is not finite exactly, its
+band is taken as it stands. An op with no declaration gets the one liberty every float op
+has: subnormal operands and results read as zero (its reference on flushed operands).
+
+Example::
+
+    >>> import numpy as np
+    >>> env = evaluate("aten.div.Tensor_mode", {"self": np.array([6.0, 7.0]), "other": np.array([3.0, 2.0]),
+    ...                                          "rounding_mode": "floor"}, np.array([2.0, 3.0]), "float32")
+    >>> [(b.liberties, b.lo.tolist()) for b in env.bands]
+    [(('division',), [1.0, 3.0])]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from vkdiff.reference.spec.declarations import DECLARED
+from vkdiff.reference.spec.precision import Spec, flush_subnormals
+
+__all__ = ["Band", "Envelope", "evaluate"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Band:
+    """What a device taking ``liberties`` may give, per element (float64; NaN where ``nan`` allows it)."""
+
+    liberties: tuple[str, ...]
+    lo: np.ndarray
+    hi: np.ndarray
+    nan: np.ndarray
+    rule: str = ""
+    """The portability rule the shader breaks under these liberties ("" where they are the device's to take)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Envelope:
+    """Every band of one launch, and how far the declared formula itself is from ATen's reference."""
+
+    bands: tuple[Band, ...]
+    exact: np.ndarray
+    """The declared formula evaluated exactly (float64), for telling a shader's own formula from a device's error."""
+    source: str
+    complete: bool
+
+
+def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray, compute: str,
+             reference: Callable[..., Any] | None = None, stored: str | None = None) -> Envelope | None:
+    """The envelope of ``op`` computing in ``compute`` on ``args`` (schema names), stored as ``stored`` (default: the
+    compute dtype), or None when no liberty can move it.
+
+    ``reference`` (the op's reference function) is needed only for an op without a declaration.
+    """
+    expected = np.asarray(expected, np.float64)
+    declared = DECLARED.get(op)
+    if declared is None:
+        return _flushed_operands(args, expected, compute, reference)
+    stored = stored or compute
+    exact_spec = Spec(compute)
+    with np.errstate(all="ignore"):
+        exact = np.broadcast_to(exact_spec.store(declared.formula(exact_spec, args), stored).point, expected.shape)
+    liberties = sorted(exact_spec.used)
+    grants = [(lib,) for lib in liberties] + ([tuple(liberties)] if len(liberties) > 1 else [])
+    bands = []
+    for grant in grants:
+        spec = Spec(compute, grant)
+        with np.errstate(all="ignore"):
+            iv = spec.store(declared.formula(spec, args), stored)
+        lo, hi, nan = (np.broadcast_to(a, expected.shape) for a in (iv.lo, iv.hi, iv.nan))
+        rule = next((declared.rules[lib] for lib in grant if lib in declared.rules), "")
+        bands.append(_around(expected, exact, lo, hi, nan, grant, rule))
+    return Envelope(bands=tuple(bands), exact=exact, source=declared.source, complete=declared.complete)
+
+
+def _around(expected: np.ndarray, exact: np.ndarray, lo: np.ndarray, hi: np.ndarray, nan: np.ndarray,
+            grant: tuple[str, ...], rule: str) -> Band:
+    """The band a granted evaluation gives, moved onto ATen's reference where the exact formula is finite."""
+    finite = np.isfinite(exact) & np.isfinite(expected)
+    with np.errstate(all="ignore"):
+        moved_lo = np.where(finite & np.isfinite(lo), expected + (lo - exact), lo)
+        moved_hi = np.where(finite & np.isfinite(hi), expected + (hi - exact), hi)
+    return Band(liberties=grant, lo=moved_lo, hi=moved_hi, nan=np.asarray(nan, bool) | np.isnan(expected), rule=rule)
+
+
+def _flushed_operands(args: Mapping[str, Any], expected: np.ndarray, compute: str,
+                      reference: Callable[..., Any] | None) -> Envelope | None:
+    """The subnormal-flush band of an undeclared op: its reference on flushed float operands, and flushed results."""
+    tiny = float(np.finfo(compute).tiny)
+
+    def subnormal(value: Any) -> bool:
+        return isinstance(value, np.ndarray) and value.dtype.kind == "f" and bool(
+            ((value != 0) & (np.abs(value) < tiny)).any())
+
+    flushed_in = any(subnormal(v) for v in args.values()) and reference is not None
+    flushed_out = subnormal(expected)
+    if not (flushed_in or flushed_out):
+        return None
+    candidates = [expected, flush_subnormals(expected, compute)]
+    if flushed_in:
+        flushed = {k: flush_subnormals(v, compute).astype(v.dtype) if subnormal(v) else v for k, v in args.items()}
+        with np.errstate(all="ignore"):
+            other = reference(**flushed)
+        if isinstance(other, np.ndarray) and other.shape == expected.shape:
+            candidates.append(np.asarray(other, np.float64))
+    stack = np.stack(candidates)
+    with np.errstate(invalid="ignore"):
+        lo = np.where(np.isnan(stack), np.inf, stack).min(axis=0)
+        hi = np.where(np.isnan(stack), -np.inf, stack).max(axis=0)
+    band = Band(liberties=("subnormal_flush",), lo=lo, hi=hi, nan=np.isnan(stack).any(axis=0))
+    return Envelope(bands=(band,), exact=expected, source="the op's reference on flushed operands", complete=False)

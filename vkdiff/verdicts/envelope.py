@@ -1,0 +1,163 @@
+"""Judging a launch against its spec envelope: what any conformant device may give (``vkdiff.reference.spec``).
+
+After the tolerance policy has judged a float output, the envelope refines the verdict:
+
+* a band with a portability rule that reaches outside ATen's tolerance on this case's
+  inputs makes the shader wrong on *some* conformant device: ``FAIL_PORTABILITY`` on every
+  device, whatever this one computed (unless it failed past the envelope too);
+* an output outside ATen's tolerance whose every stray element lies in a band the device
+  takes is ``PASS``, flagged ``spec-allowed:<trait>`` (the probed trait that shows the
+  liberty). A band whose liberty the device's own probe says it does not take (a device
+  that keeps subnormals, divides correctly rounded, or adds separately) explains nothing;
+* an output outside every band, where the declared formula is the whole shader and means
+  ATen's op at those elements, is ``FAIL_DRIVER``: the device broke the spec's precision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+
+from vkdiff.datamodel import Status
+from vkdiff.reference.spec.envelope import Band, Envelope
+
+SPEC_ALLOWED_FLAG = "spec-allowed"
+"""Flag prefix: ``spec-allowed:<trait>`` for each probed trait whose liberty explains a stray element."""
+
+TRAIT_OF: dict[str, str] = {
+    "division": "div_f32_max_ulp", "exp": "exp_max_ulp", "log": "log_max_ulp",
+    "inversesqrt": "inversesqrt_max_ulp", "sin_cos": "sin_cos_max_abs", "tanh": "tanh_large",
+    "subnormal_flush": "f32_denorm", "contraction": "fma", "nan_clamp": "nan_clamp", "overflow": "overflow",
+}
+"""The probed trait (``vkdiff.device.runtime.trait_probes.TRAITS``) that shows each liberty on a device (``overflow``:
+no probe yet; the flag names the liberty)."""
+
+JUDGED = (Status.FAIL_NUMERIC, Status.FAIL_NAN)
+"""Statuses the envelope may explain or sharpen (a shape, unwritten or sync failure is never a liberty)."""
+
+
+def trait_of(liberty: str, compute: str) -> str:
+    return "f16_denorm" if liberty == "subnormal_flush" and compute == "float16" else TRAIT_OF[liberty]
+
+
+def refuses(liberty: str, compute: str, traits: Mapping[str, Any] | None) -> bool:
+    """Whether the device's own probe says it does not take ``liberty`` (unmeasured: it may)."""
+    if not isinstance(traits, Mapping):
+        return False
+    value = traits.get(trait_of(liberty, compute))
+    if liberty == "subnormal_flush":
+        return value == "preserved"
+    if liberty == "division":
+        return compute == "float32" and isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0.5
+    if liberty == "contraction":
+        return value == "separate"
+    if liberty == "tanh":
+        return value == "saturates to +-1"
+    if liberty == "nan_clamp":
+        return value == "returns NaN"
+    return False
+
+
+@dataclasses.dataclass(kw_only=True)
+class Judgement:
+    status: Status
+    reason: str = ""
+    flags: list[str] = dataclasses.field(default_factory=list)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _outside(values: np.ndarray, expected: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Elements of ``values`` outside ATen's tolerance (a NaN or infinity only matches the same)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        far = np.abs(values - expected) > bound
+    special = ~np.isfinite(values) | ~np.isfinite(expected)
+    same_special = (values == expected) | (np.isnan(values) & np.isnan(expected))
+    return np.where(special, ~same_special, far)
+
+
+def _reaches(band: Band, expected: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Elements where the band holds a value outside ATen's tolerance."""
+    nan_out = band.nan & ~np.isnan(expected)
+    number_out = np.zeros(expected.shape, bool)
+    for end in (band.lo, band.hi):
+        number_out |= ~np.isnan(end) & _outside(end, expected, bound)
+    return nan_out | number_out
+
+
+def _inside(band: Band, values: np.ndarray, bound: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Elements of ``values`` inside the band, widened by the tolerance and by one step of the output's dtype at each
+    end (the device rounds what it stores)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = band.lo - np.maximum(bound, _step(band.lo, dtype))
+        hi = band.hi + np.maximum(bound, _step(band.hi, dtype))
+        numeric = (values >= lo) & (values <= hi)
+    return numeric | (np.isnan(values) & band.nan)
+
+
+def _step(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The spacing of ``dtype`` at ``values`` (0 where they are not finite)."""
+    if np.dtype(dtype).kind != "f":
+        return np.zeros(np.shape(values))
+    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
+    info = np.finfo(dtype)
+    below_max = float(np.nextafter(info.max, info.max.dtype.type(0)))
+    return np.spacing(np.minimum(finite, below_max).astype(dtype)).astype(np.float64)
+
+
+def _where(mask: np.ndarray) -> list[int]:
+    return [int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape)]
+
+
+def _span(band: Band, at: tuple[int, ...]) -> str:
+    lo, hi = float(band.lo[at]), float(band.hi[at])
+    values = f"{lo:.7g}" if lo == hi else f"[{lo:.7g}, {hi:.7g}]"
+    return values + (" or NaN" if band.nan[at] else "")
+
+
+def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, envelope: Envelope,
+          compute: str, traits: Mapping[str, Any] | None) -> Judgement | None:
+    """The refined verdict, or None when the envelope changes nothing."""
+    a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    if a.shape != e.shape or status not in (Status.PASS, *JUDGED):
+        return None
+    bound = np.where(np.isfinite(bound), bound, 0.0)  # no width around a NaN or an infinity
+    portable = [(b, reach) for b in envelope.bands if b.rule for reach in [_reaches(b, e, bound)] if reach.any()]
+    over = _outside(a, e, bound) if status is not Status.PASS else np.zeros(e.shape, bool)
+    takes = [b for b in envelope.bands if not any(refuses(lib, compute, traits) for lib in b.liberties)]
+    covered = np.zeros(e.shape, bool)
+    used: list[Band] = []
+    for band in sorted(takes, key=lambda b: len(b.liberties)):
+        newly = over & ~covered & _inside(band, a, bound, np.asarray(actual).dtype)
+        if newly.any():
+            used.append(band)
+            covered |= newly
+    explained = bool((covered | ~over).all())
+    metrics = {"source": envelope.source, "compute": compute,
+               "liberties": sorted({lib for b in used for lib in b.liberties})}
+    if portable and (status is Status.PASS or explained):
+        band, reach = min(portable, key=lambda p: len(p[0].liberties))
+        at = tuple(_where(reach))
+        metrics["portability"] = {"liberties": list(band.liberties), "rule": band.rule, "elements": int(reach.sum()),
+                                  "index": list(at)}
+        here = "this device is within tolerance" if status is Status.PASS else "this device takes it"
+        return Judgement(status=Status.FAIL_PORTABILITY, metrics=metrics, reason=(
+            f"{band.rule}. Under {' and '.join(band.liberties)} ({envelope.source}) {int(reach.sum())} of {e.size} "
+            f"elements may leave ATen's tolerance: at {list(at)} a conformant device may give {_span(band, at)} where "
+            f"ATen gives {float(e[at]):.7g} (±{float(bound[at]):.3g}); {here}"))
+    if status is Status.PASS:
+        return None
+    if explained:
+        traits_used = sorted({trait_of(lib, compute) for b in used for lib in b.liberties})
+        return Judgement(status=Status.PASS, flags=[f"{SPEC_ALLOWED_FLAG}:{t}" for t in traits_used], metrics=metrics)
+    stray = over & ~covered
+    faithful = ~_outside(envelope.exact, e, bound)
+    if envelope.complete and (faithful | ~stray).all():
+        at = tuple(_where(stray))
+        widest = envelope.bands[-1] if envelope.bands else None
+        allowed = _span(widest, at) if widest is not None else f"{float(e[at]):.7g}"
+        return Judgement(status=Status.FAIL_DRIVER, metrics=metrics, reason=(
+            f"outside what the Vulkan spec allows for {envelope.source}: {int(stray.sum())} of {e.size} elements; at "
+            f"{list(at)} the device gives {float(a[at]):.7g}, a conformant device {allowed} (ATen {float(e[at]):.7g})"))
+    return None
