@@ -125,6 +125,8 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
     bound = np.where(np.isfinite(bound), bound, 0.0)  # no width around a NaN or an infinity
     portable = [(b, reach) for b in envelope.bands if b.rule for reach in [_reaches(b, e, bound)] if reach.any()]
     over = _outside(a, e, bound) if status is not Status.PASS else np.zeros(e.shape, bool)
+    if status is not Status.PASS and not over.any():
+        return None  # failed on what no band speaks to (a zero's sign, an exact op's bits)
     takes = [b for b in envelope.bands if not any(refuses(lib, compute, traits) for lib in b.liberties)]
     covered = np.zeros(e.shape, bool)
     used: list[Band] = []
