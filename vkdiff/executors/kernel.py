@@ -45,8 +45,8 @@ def checked(op: str, launched: Launch, prepared: Prepared, *, emulate: bool = Tr
     return Checked(launch=launched, prepared=prepared,
                    emulation=emulation(op, prepared, launched.arithmetic) if emulate else None,
                    contractions=contractions(op, prepared, launched.output),
-                   envelope=envelope(op, prepared, getattr(launched, "variant", ""), launched.output),
-                   compute=compute_dtype(op, getattr(launched, "variant", "")))
+                   envelope=envelope(op, prepared, launched.variant, launched.output),
+                   compute=compute_dtype(op, launched.variant))
 
 
 @dataclasses.dataclass(kw_only=True)

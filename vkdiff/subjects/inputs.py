@@ -165,7 +165,8 @@ def _load_pt(path: Path, method: Method) -> list[Any]:
         raise InputError(f"--inputs {path}: not a .pt written by torch.save ({type(exc).__name__})") from None
     check_budget(declared, str(path))
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # the user's --inputs: tensors only
+        # the user's --inputs, a file they named and trust as a checkpoint; even so, tensors only (no pickled code)
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # torch raises many kinds for a bad or unsafe file
         raise InputError(f"--inputs {path}: not a .pt of tensors torch can load safely "
                          f"({type(exc).__name__})") from None

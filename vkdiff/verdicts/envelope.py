@@ -16,12 +16,14 @@ After the tolerance policy has judged a float output, the envelope refines the v
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from vkdiff.datamodel import Status
 from vkdiff.reference.spec.envelope import Band, Envelope
+from vkdiff.reference.spec.precision import ulp
+from vkdiff.verdicts.compare import over_bound
 
 SPEC_ALLOWED_FLAG = "spec-allowed"
 """Flag prefix: ``spec-allowed:<trait>`` for each probed trait whose liberty explains a stray element."""
@@ -42,22 +44,23 @@ def trait_of(liberty: str, compute: str) -> str:
     return "f16_denorm" if liberty == "subnormal_flush" and compute == "float16" else TRAIT_OF[liberty]
 
 
+REFUSED_BY: dict[str, Callable[[Any, str], bool]] = {
+    "subnormal_flush": lambda value, compute: value == "preserved",
+    "division": lambda value, compute: (compute == "float32" and isinstance(value, (int, float))
+                                        and not isinstance(value, bool) and value <= 0.5),
+    "contraction": lambda value, compute: value == "separate",
+    "tanh": lambda value, compute: value == "saturates to +-1",
+    "nan_clamp": lambda value, compute: value == "returns NaN",
+}
+"""Per liberty, the probed value that says a device does not take it (the division probe measures float32 only).
+A liberty not here, or a trait not measured, may be taken."""
+
+
 def refuses(liberty: str, compute: str, traits: Mapping[str, Any] | None) -> bool:
-    """Whether the device's own probe says it does not take ``liberty`` (unmeasured: it may)."""
-    if not isinstance(traits, Mapping):
+    """Whether the device's own probe says it does not take ``liberty``."""
+    if not isinstance(traits, Mapping) or liberty not in REFUSED_BY:
         return False
-    value = traits.get(trait_of(liberty, compute))
-    if liberty == "subnormal_flush":
-        return value == "preserved"
-    if liberty == "division":
-        return compute == "float32" and isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0.5
-    if liberty == "contraction":
-        return value == "separate"
-    if liberty == "tanh":
-        return value == "saturates to +-1"
-    if liberty == "nan_clamp":
-        return value == "returns NaN"
-    return False
+    return REFUSED_BY[liberty](traits.get(trait_of(liberty, compute)), compute)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -68,21 +71,12 @@ class Judgement:
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def _outside(values: np.ndarray, expected: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """Elements of ``values`` outside ATen's tolerance (a NaN or infinity only matches the same)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        far = np.abs(values - expected) > bound
-    special = ~np.isfinite(values) | ~np.isfinite(expected)
-    same_special = (values == expected) | (np.isnan(values) & np.isnan(expected))
-    return np.where(special, ~same_special, far)
-
-
 def _reaches(band: Band, expected: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """Elements where the band holds a value outside ATen's tolerance."""
     nan_out = band.nan & ~np.isnan(expected)
     number_out = np.zeros(expected.shape, bool)
     for end in (band.lo, band.hi):
-        number_out |= ~np.isnan(end) & _outside(end, expected, bound)
+        number_out |= ~np.isnan(end) & over_bound(end, expected, bound)
     return nan_out | number_out
 
 
@@ -90,20 +84,10 @@ def _inside(band: Band, values: np.ndarray, bound: np.ndarray, dtype: np.dtype) 
     """Elements of ``values`` inside the band, widened by the tolerance and by one step of the output's dtype at each
     end (the device rounds what it stores)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        lo = band.lo - np.maximum(bound, _step(band.lo, dtype))
-        hi = band.hi + np.maximum(bound, _step(band.hi, dtype))
+        lo = band.lo - np.maximum(bound, ulp(band.lo, dtype))
+        hi = band.hi + np.maximum(bound, ulp(band.hi, dtype))
         numeric = (values >= lo) & (values <= hi)
     return numeric | (np.isnan(values) & band.nan)
-
-
-def _step(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The spacing of ``dtype`` at ``values`` (0 where they are not finite)."""
-    if np.dtype(dtype).kind != "f":
-        return np.zeros(np.shape(values))
-    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
-    info = np.finfo(dtype)
-    below_max = float(np.nextafter(info.max, info.max.dtype.type(0)))
-    return np.spacing(np.minimum(finite, below_max).astype(dtype)).astype(np.float64)
 
 
 def _where(mask: np.ndarray) -> list[int]:
@@ -124,9 +108,7 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
         return None
     bound = np.where(np.isfinite(bound), bound, 0.0)  # no width around a NaN or an infinity
     portable = [(b, reach) for b in envelope.bands if b.rule for reach in [_reaches(b, e, bound)] if reach.any()]
-    over = _outside(a, e, bound) if status is not Status.PASS else np.zeros(e.shape, bool)
-    if status is not Status.PASS and not over.any():
-        return None  # failed on what no band speaks to (a zero's sign, an exact op's bits)
+    over = over_bound(a, e, bound) if status is not Status.PASS else np.zeros(e.shape, bool)
     takes = [b for b in envelope.bands if not any(refuses(lib, compute, traits) for lib in b.liberties)]
     covered = np.zeros(e.shape, bool)
     used: list[Band] = []
@@ -154,7 +136,7 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
         traits_used = sorted({trait_of(lib, compute) for b in used for lib in b.liberties})
         return Judgement(status=Status.PASS, flags=[f"{SPEC_ALLOWED_FLAG}:{t}" for t in traits_used], metrics=metrics)
     stray = over & ~covered
-    faithful = ~_outside(envelope.exact, e, bound)
+    faithful = ~over_bound(envelope.exact, e, bound)
     if envelope.complete and (faithful | ~stray).all():
         at = tuple(_where(stray))
         widest = envelope.bands[-1] if envelope.bands else None

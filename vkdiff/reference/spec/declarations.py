@@ -61,7 +61,7 @@ def _binary(body: Callable[[Spec, Interval, Interval], Interval]) -> Formula:
 
 
 def _sigmoid(s: Spec, x: Interval) -> Interval:
-    one = s.of(1.0 + 0 * x.lo, flushable=False)
+    one = s.const(1.0, x)
     return s.div(one, s.result(s.add(one, s.result(s.exp(s.neg(x))))))
 
 
@@ -85,7 +85,7 @@ DECLARED: dict[str, Declaration] = {
     "aten.sqrt.default": Declaration(formula=_unary(lambda s, x: s.sqrt(x)), source="unary_op.yaml sqrt: sqrt(X)",
                                      buffer_in_float32=True),
     "aten.rsqrt.default": Declaration(
-        formula=_unary(lambda s, x: s.div(s.of(1.0 + 0 * x.lo, flushable=False), s.result(s.sqrt(x)))),
+        formula=_unary(lambda s, x: s.div(s.const(1.0, x), s.result(s.sqrt(x)))),
         source="unary_op.yaml rsqrt: (1 / sqrt(X))", buffer_in_float32=True),
     "aten.log10.default": Declaration(formula=_unary(lambda s, x: s.scale(s.result(s.log(x)), LOG10E)),
                                       source="unary_op.yaml log10: log(X) * 0.4342944819", buffer_in_float32=True),

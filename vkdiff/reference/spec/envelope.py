@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vkdiff.reference.spec.declarations import DECLARED
-from vkdiff.reference.spec.precision import Spec, flush_subnormals
+from vkdiff.reference.spec.precision import Spec, flush_subnormals, span
 
 __all__ = ["Band", "Envelope", "evaluate"]
 
@@ -109,9 +109,6 @@ def _flushed_operands(args: Mapping[str, Any], expected: np.ndarray, compute: st
             other = reference(**flushed)
         if isinstance(other, np.ndarray) and other.shape == expected.shape:
             candidates.append(np.asarray(other, np.float64))
-    stack = np.stack(candidates)
-    with np.errstate(invalid="ignore"):
-        lo = np.where(np.isnan(stack), np.inf, stack).min(axis=0)
-        hi = np.where(np.isnan(stack), -np.inf, stack).max(axis=0)
-    band = Band(liberties=("subnormal_flush",), lo=lo, hi=hi, nan=np.isnan(stack).any(axis=0))
+    lo, hi, nan = span(*candidates)
+    band = Band(liberties=("subnormal_flush",), lo=lo, hi=hi, nan=nan)
     return Envelope(bands=(band,), exact=expected, source="the op's reference on flushed operands", complete=False)

@@ -31,7 +31,7 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["Interval", "LIBERTIES", "Spec", "flush_subnormals"]
+__all__ = ["Interval", "LIBERTIES", "Spec", "flush_subnormals", "span", "ulp"]
 
 LIBERTIES: dict[str, str] = {
     "division": "x / y may be 2.5 ULP off (not correctly rounded)",
@@ -68,8 +68,9 @@ class Interval:
         return np.where(self.nan, np.nan, self.lo)
 
 
-def _ulp(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Spacing of ``dtype`` at ``|values|`` (its largest finite spacing past the range)."""
+def ulp(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Spacing of ``dtype`` at ``|values|`` (its largest finite spacing past the range, its smallest at a NaN or an
+    infinity)."""
     info = np.finfo(dtype)
     below_max = float(np.nextafter(info.max, info.max.dtype.type(0)))  # the spacing at the largest value is infinite
     capped = np.minimum(np.abs(np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)), below_max)
@@ -83,7 +84,7 @@ def flush_subnormals(values: np.ndarray, dtype: str) -> np.ndarray:
     return np.where((values != 0) & (np.abs(values) < tiny), np.copysign(0.0, values), values)
 
 
-def _span(*candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def span(*candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Elementwise min and max over candidate values, ignoring NaN, and where any was NaN."""
     stack = np.stack(np.broadcast_arrays(*candidates))
     nan = np.isnan(stack).any(axis=0)
@@ -118,7 +119,7 @@ class Spec:
         """An operand as the shader reads it (a subnormal may read as zero)."""
         values = np.asarray(values, np.float64)
         if flushable and self._has_subnormal(values) and self._takes("subnormal_flush"):
-            lo, hi, nan = _span(values, flush_subnormals(values, self.dtype))
+            lo, hi, nan = span(values, flush_subnormals(values, self.dtype))
             return Interval(lo, hi, nan)
         return Interval(values, values, np.isnan(values))
 
@@ -137,8 +138,8 @@ class Spec:
 
     @staticmethod
     def _hull(a: Interval, b: Interval) -> Interval:
-        lo, _, nan_a = _span(a.lo, b.lo)
-        _, hi, nan_b = _span(a.hi, b.hi)
+        lo, _, nan_a = span(a.lo, b.lo)
+        _, hi, nan_b = span(a.hi, b.hi)
         return Interval(lo, hi, a.nan | b.nan | nan_a | nan_b)
 
     def _ulps(self, iv: Interval, ulps, liberty: str) -> Interval:
@@ -147,8 +148,8 @@ class Spec:
             return iv
         biggest = float(np.finfo(self.dtype).max)
         with np.errstate(invalid="ignore", over="ignore"):  # an exact zero stays zero (x * (1 / y) of x = 0)
-            lo = np.where(iv.lo == 0, iv.lo, iv.lo - ulps * _ulp(iv.lo, self.dtype))
-            hi = np.where(iv.hi == 0, iv.hi, iv.hi + ulps * _ulp(iv.hi, self.dtype))
+            lo = np.where(iv.lo == 0, iv.lo, iv.lo - ulps * ulp(iv.lo, self.dtype))
+            hi = np.where(iv.hi == 0, iv.hi, iv.hi + ulps * ulp(iv.hi, self.dtype))
         lo = np.where(lo < -biggest, -np.inf, np.where(lo > biggest, np.inf, lo))
         hi = np.where(hi > biggest, np.inf, np.where(hi < -biggest, -np.inf, hi))
         return Interval(lo, hi, iv.nan)
@@ -179,18 +180,22 @@ class Spec:
 
     def mul(self, a: Interval, b: Interval) -> Interval:
         with np.errstate(invalid="ignore"):
-            lo, hi, nan = _span(a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+            lo, hi, nan = span(a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
         return Interval(lo, hi, a.nan | b.nan | nan)
 
+    def const(self, value: float, like: Interval) -> Interval:
+        """A literal of the shader, shaped as ``like`` (never flushed: a literal is what the GLSL says)."""
+        return self.of(np.full(np.shape(like.lo), float(value)), flushable=False)
+
     def scale(self, a: Interval, c: float) -> Interval:
-        return self.mul(a, self.of(np.full(np.shape(a.lo), float(c)), flushable=False))
+        return self.mul(a, self.const(c, a))
 
     def div(self, a: Interval, b: Interval) -> Interval:
         """``a / b``: 2.5 ULP for divisors in the spec's range, none (anything, NaN too) for another non-zero one; a
         non-zero over zero is IEEE's infinity."""
         straddles = (b.lo < 0) & (b.hi > 0)
         with np.errstate(all="ignore"):
-            lo, hi, nan = _span(a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi)
+            lo, hi, nan = span(a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi)
         lo, hi = np.where(straddles, -np.inf, lo), np.where(straddles, np.inf, hi)
         out = self._ulps(Interval(lo, hi, a.nan | b.nan | nan), 2.5, "division")
         if "division" in self.grant:
@@ -204,10 +209,6 @@ class Spec:
 
     def floor(self, a: Interval) -> Interval:
         return self._map(np.floor, a)
-
-    def trunc(self, a: Interval) -> Interval:
-        lo, hi, nan = _span(np.trunc(a.lo), np.trunc(a.hi), np.where((a.lo < 0) & (a.hi > 0), 0.0, np.trunc(a.lo)))
-        return Interval(lo, hi, a.nan | nan)
 
     def clamp(self, a: Interval, low: float, high: float) -> Interval:
         """GLSL ``clamp``; of a NaN, NaN exactly, and either bound (or NaN) when ``nan_clamp`` is granted."""
@@ -264,13 +265,12 @@ class Spec:
 
     def sqrt(self, a: Interval) -> Interval:
         """Inherited from ``1.0 / inversesqrt(x)``."""
-        one = self.of(np.ones(np.shape(a.lo)), flushable=False)
-        return self.div(one, self.inversesqrt(a))
+        return self.div(self.const(1.0, a), self.inversesqrt(a))
 
     def _trig(self, fn, a: Interval) -> Interval:
         """``sin`` or ``cos`` over an interval (its extremes where the interval holds one), widened by the spec."""
         with np.errstate(all="ignore"):
-            lo, hi, nan = _span(fn(a.lo), fn(a.hi))
+            lo, hi, nan = span(fn(a.lo), fn(a.hi))
             wide = (a.hi - a.lo) >= 2 * math.pi
         lo, hi = np.where(wide, -1.0, lo), np.where(wide, 1.0, hi)
         lo, hi = self._extremes(fn, a, lo, hi)
@@ -315,13 +315,3 @@ class Spec:
             return self._map(np.tanh, a)
         up, down = self.result(self.exp(a)), self.result(self.exp(self.neg(a)))
         return self.div(self.result(self.sub(up, down)), self.result(self.add(up, down)))
-
-    def pow(self, a: Interval, b: Interval) -> Interval:
-        """Inherited from ``exp2(y * log2(x))``; exactly, ``x ** y``."""
-        if not ({"exp", "log"} & self.grant):
-            self.used.update(("exp", "log"))
-            with np.errstate(all="ignore"):
-                lo, hi, nan = _span(*(np.power(x, y) for x in (a.lo, a.hi) for y in (b.lo, b.hi)))
-            return Interval(lo, hi, a.nan | b.nan | nan)
-        log2 = self.scale(self.log(a), 1 / math.log(2))
-        return self.exp(self.scale(self.mul(b, log2), math.log(2)))
