@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from vkdiff.reference.ops import OPS
+from vkdiff.reference.spec import witnesses
 from vkdiff.reference.spec.declarations import DECLARED
 from vkdiff.reference.spec.envelope import evaluate
 from vkdiff.reference.spec.precision import LIBERTIES, Spec, flush_subnormals
@@ -41,7 +42,7 @@ def test_a_nonzero_over_zero_is_infinite_and_a_subnormal_divisor_unbounded():
 
 def test_tan_near_half_pi_is_unbounded_and_narrow_elsewhere():
     x = np.array([np.nextafter(np.float32(math.pi / 2), np.float32(0)), 0.5, 1e4], np.float32)
-    env = evaluate("aten.tan.default", {"self": x}, np.tan(x.astype(np.float64)), "float32")
+    env = evaluate("aten.tan.default", {"self": x}, np.tan(x.astype(np.float64)), "tan_float_buffer")
     trig = band(env, "sin_cos")
     assert trig.lo[0] == -np.inf and trig.hi[0] == np.inf          # cos may be 0 within 2^-11
     assert trig.hi[1] - trig.lo[1] < 4 * 2.0 ** -11                 # inside [-pi, pi]: the spec's bound
@@ -50,7 +51,8 @@ def test_tan_near_half_pi_is_unbounded_and_narrow_elsewhere():
 
 def test_overflow_converts_to_the_largest_finite_value_or_infinity():
     x = np.array([300.0, 11.1, 11.0], np.float16)
-    env = evaluate("aten.exp.default", {"self": x}, np.exp(x.astype(np.float64)), "float32", stored="float16")
+    env = evaluate("aten.exp.default", {"self": x}, np.exp(x.astype(np.float64)), "exp_half_texture3d",
+                   stored="float16")
     over = band(env, "overflow")
     assert over.lo.tolist()[:2] == [65504.0, 65504.0] and over.hi.tolist()[:2] == [np.inf, np.inf]
     assert over.lo[2] == over.hi[2] < 65504                       # in range: unmoved
@@ -65,7 +67,7 @@ def test_an_infinite_result_stays_infinite():
 
 def test_subnormal_operands_may_read_as_zero():
     x = np.array([1e-45, 4.0], np.float32)
-    env = evaluate("aten.rsqrt.default", {"self": x}, 1 / np.sqrt(x.astype(np.float64)), "float32")
+    env = evaluate("aten.rsqrt.default", {"self": x}, 1 / np.sqrt(x.astype(np.float64)), "rsqrt_float_buffer")
     flush = band(env, "subnormal_flush")
     assert flush.hi[0] == np.inf and flush.lo[0] == pytest.approx(1 / math.sqrt(float(np.float32(1e-45))))
     assert flush.lo[1] == flush.hi[1] == 0.5
@@ -73,16 +75,18 @@ def test_subnormal_operands_may_read_as_zero():
 
 
 def test_tanh_through_exp_overflows_in_float16_only():
+    """(No highp variant computes tanh in float16; a mediump build's may: the declaration is evaluated there.)"""
+    formula = DECLARED["aten.tanh.default"].formula
     x = np.array([12.0, 3.0], np.float16)
-    half = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "float16")
-    single = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "float32")
-    assert band(half, "tanh").nan[0] and band(half, "tanh").rule
-    assert not band(single, "tanh").nan.any()
+    half = formula(Spec("float16", {"tanh"}), {"self": x})
+    single = formula(Spec("float32", {"tanh"}), {"self": x})
+    assert half.nan[0] and not half.nan[1] and "tanh" in DECLARED["aten.tanh.default"].rules
+    assert not single.nan.any()
 
 
 def test_nan_through_clamp_may_come_out_a_bound():
     x = np.array([np.nan, 1.0], np.float32)
-    env = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "float32")
+    env = evaluate("aten.tanh.default", {"self": x}, np.tanh(x.astype(np.float64)), "tanh_float_buffer")
     clamp = band(env, "nan_clamp")
     assert (clamp.lo[0], clamp.hi[0]) == pytest.approx((-1.0, 1.0)) and "clamp of NaN" in clamp.rule
 
@@ -90,9 +94,9 @@ def test_nan_through_clamp_may_come_out_a_bound():
 def test_an_undeclared_op_gets_only_the_subnormal_band_and_only_when_it_matters():
     ref = OPS["aten.neg.default"].fn
     assert evaluate("aten.neg.default", {"self": np.array([1.0, 2.0], np.float32)}, np.array([-1.0, -2.0]),
-                    "float32", ref) is None
+                    "neg_float_buffer", ref) is None
     env = evaluate("aten.neg.default", {"self": np.array([1e-45, 2.0], np.float32)},
-                   -np.array([1e-45, 2.0], np.float32).astype(np.float64), "float32", ref)
+                   -np.array([1e-45, 2.0], np.float32).astype(np.float64), "neg_float_buffer", ref)
     assert [b.liberties for b in env.bands] == [("subnormal_flush",)] and not env.complete
 
 
@@ -111,3 +115,26 @@ def test_every_declaration_names_a_real_op_and_known_liberties():
     for op, declared in DECLARED.items():
         assert op in OPS, op
         assert set(declared.rules) <= set(LIBERTIES), op
+
+
+def test_the_variance_witness_contracted_is_the_rounding_of_a_square():
+    x = np.array([[[1.3]]], np.float16)
+    args = {"self": x, "dim": [-1], "unbiased": False}
+    assert witnesses.var_buffer(args, "float16", frozenset()).item() == 0.0
+    contracted = witnesses.var_buffer(args, "float16", frozenset({"contraction"})).item()
+    square = float(x.item()) ** 2                                  # exact in float64
+    assert contracted == float(np.float16(square)) - square and contracted != 0.0
+
+
+def test_a_variance_witness_band_is_a_portability_finding_and_skips_the_shaders_own_answers():
+    x = np.array([[37.3], [2.0]], np.float16)                   # 37.3125^2 is 0.19 from a float16
+    expected = np.zeros((2, 1))
+    env = evaluate("aten.var.dim", {"self": x, "dim": [-1], "unbiased": False}, expected, "var_buffer_half")
+    contraction = band(env, "contraction")
+    assert contraction.rule and max(-contraction.lo[0, 0], contraction.hi[0, 0]) > 0.1
+    assert contraction.lo[1, 0] == contraction.hi[1, 0] == 0.0     # 2^2 is exact: no rounding to fall either way
+    single = evaluate("aten.var.dim", {"self": x, "dim": [-1], "unbiased": True}, np.full((2, 1), np.nan),
+                      "var_buffer_half")     # ATen's NaN for one element, the shader's 0: no liberty speaks there
+    assert all(np.isnan(b.lo).all() and b.nan.all() for b in single.bands)
+    assert evaluate("aten.var.dim", {"self": x, "dim": [-1], "unbiased": False}, expected, "var_texture3d_half",
+                    OPS["aten.var.dim"].fn) is None      # the texture shader is not declared

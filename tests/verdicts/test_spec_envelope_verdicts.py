@@ -22,7 +22,7 @@ def rsqrt_case():
 
 def test_a_flushed_subnormal_is_spec_allowed_on_a_device_that_flushes():
     x, expected, bound = rsqrt_case()
-    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "float32")
+    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "rsqrt_float_buffer")
     device = np.array([np.inf, 0.5, 1 / 1.5], np.float32)
     verdict = judge(Status.FAIL_NAN, device, expected, bound, env, "float32", FLUSHES)
     assert verdict.status is Status.PASS and verdict.flags == ["spec-allowed:f32_denorm"]
@@ -30,7 +30,7 @@ def test_a_flushed_subnormal_is_spec_allowed_on_a_device_that_flushes():
 
 def test_the_envelope_refuses_a_liberty_the_device_says_it_does_not_take():
     x, expected, bound = rsqrt_case()
-    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "float32")
+    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "rsqrt_float_buffer")
     device = np.array([np.inf, 0.5, 1 / 1.5], np.float32)
     verdict = judge(Status.FAIL_NAN, device, expected, bound, env, "float32", KEEPS)
     assert verdict.status is Status.FAIL_DRIVER and "outside what the Vulkan spec allows" in verdict.reason
@@ -42,7 +42,7 @@ def test_a_planted_fault_is_never_spec_allowed():
     x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
     expected = np.tan(x.astype(np.float64))
     bound = 1e-5 + 1e-5 * np.abs(expected)
-    env = evaluate("aten.tan.default", {"self": x}, expected, "float32")
+    env = evaluate("aten.tan.default", {"self": x}, expected, "tan_float_buffer")
     device = expected.astype(np.float32)
     device[31] += np.float32(0.05)   # tan(-0.048): sin / cos within 2^-11 moves it by ~1e-3, never by 0.05
     verdict = judge(Status.FAIL_NUMERIC, device, expected, bound, env, "float32", FLUSHES)
@@ -54,7 +54,7 @@ def test_floor_division_is_a_portability_failure_even_where_the_device_is_right(
     x, y = np.array([6.0, 7.5, 9.0], np.float32), np.array([3.0, 2.0, 4.0], np.float32)
     expected = np.floor(x.astype(np.float64) / y)
     args = {"self": x, "other": y, "rounding_mode": "floor"}
-    env = evaluate("aten.div.Tensor_mode", args, expected, "float32")
+    env = evaluate("aten.div.Tensor_mode", args, expected, "binary_floor_divide_buffer")
     verdict = judge(Status.PASS, expected.astype(np.float32), expected, np.zeros(3), env, "float32", KEEPS)
     assert verdict.status is Status.FAIL_PORTABILITY
     assert "floor division exact only with correctly rounded division" in verdict.reason
@@ -64,7 +64,7 @@ def test_floor_division_is_a_portability_failure_even_where_the_device_is_right(
 def test_a_device_that_floors_one_low_is_the_same_portability_failure():
     x, y = np.array([6.0, 7.5], np.float32), np.array([3.0, 2.0], np.float32)
     expected = np.floor(x.astype(np.float64) / y)
-    env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "float32")
+    env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "binary_floor_divide_buffer")
     verdict = judge(Status.FAIL_NUMERIC, np.array([1.0, 3.0], np.float32), expected, np.zeros(2), env, "float32",
                     FLUSHES)
     assert verdict.status is Status.FAIL_PORTABILITY and "this device takes it" in verdict.reason
@@ -73,7 +73,7 @@ def test_a_device_that_floors_one_low_is_the_same_portability_failure():
 def test_a_result_past_the_envelope_of_a_non_portable_shader_stays_a_plain_failure():
     x, y = np.array([6.0, 7.5], np.float32), np.array([3.0, 2.0], np.float32)
     expected = np.floor(x.astype(np.float64) / y)
-    env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "float32")
+    env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "binary_floor_divide_buffer")
     assert judge(Status.FAIL_NUMERIC, np.array([2.0, 5.0], np.float32), expected, np.zeros(2), env, "float32",
                  FLUSHES) is None
 
@@ -81,7 +81,7 @@ def test_a_result_past_the_envelope_of_a_non_portable_shader_stays_a_plain_failu
 def test_tan_at_its_pole_is_spec_allowed_and_names_the_trait():
     x = np.array([np.nextafter(np.float32(math.pi / 2), np.float32(0)), 0.25], np.float32)
     expected = np.tan(x.astype(np.float64))
-    env = evaluate("aten.tan.default", {"self": x}, expected, "float32")
+    env = evaluate("aten.tan.default", {"self": x}, expected, "tan_float_buffer")
     device = np.array([np.inf, np.tan(0.25)], np.float32)
     verdict = judge(Status.FAIL_NAN, device, expected, 1e-5 + 1e-5 * np.abs(expected), env, "float32", FLUSHES)
     assert verdict.status is Status.PASS and verdict.flags == ["spec-allowed:sin_cos_max_abs"]
@@ -89,5 +89,41 @@ def test_tan_at_its_pole_is_spec_allowed_and_names_the_trait():
 
 def test_a_passing_result_without_a_portability_rule_is_left_alone():
     x, expected, bound = rsqrt_case()
-    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "float32")
+    env = evaluate("aten.rsqrt.default", {"self": x}, expected, "rsqrt_float_buffer")
     assert judge(Status.PASS, expected.astype(np.float32), expected, bound, env, "float32", KEEPS) is None
+
+
+def _floor_division_run(x: np.ndarray, y: np.ndarray, output: np.ndarray):
+    """A checked floor-divide launch of ``output`` (stand-ins for the launch: only what judging reads)."""
+    from types import SimpleNamespace
+
+    from vkdiff.datamodel import Tolerance
+    from vkdiff.executors.kernel import checked
+    from vkdiff.executors.references import Prepared
+
+    prepared = Prepared(args={"self": x, "other": y, "rounding_mode": "floor"},
+                        expected=np.floor(x.astype(np.float64) / y), magnitude=None,
+                        tolerance=Tolerance.for_dtype(np.float32))
+    launch = SimpleNamespace(output=output, arithmetic=None, variant="binary_floor_divide_buffer", shaders=(),
+                             dispatch={}, polyfilled=False, clamped=False, stale="")
+    return checked("aten.div.Tensor_mode", launch, prepared)
+
+
+def test_a_portability_finding_does_not_hide_a_failure_below_the_bound():
+    from types import SimpleNamespace
+
+    from vkdiff.datamodel import Result
+    from vkdiff.executors.kernel import KernelRun, Smaller
+    from vkdiff.verdicts.kernels import judge_kernel
+
+    x, y = np.array([6.0, 7.5, 9.0], np.float32), np.array([3.0, 2.0, 4.0], np.float32)
+    first = _floor_division_run(x, y, np.array([2.0, 3.0, 2.0], np.float32))          # right, but 6 / 3 is not portable
+    small = SimpleNamespace(id="div_mode[W2]", sizes=[2])
+    wrong = _floor_division_run(x[1:], y[1:], np.array([3.0, 7.0], np.float32))      # 9 / 4 floored to 7: a real fault
+    run = KernelRun(case=SimpleNamespace(id="div_mode[W3]"), repeat=1, first=first,
+                    smaller=[Smaller(case=small, output_sizes=[(2,)], wanted=[(2,)], run=wrong)])
+    result = Result(case="div_mode[W3]", op="aten.div.Tensor_mode", variant="", knobs={}, shape=[3], device="d",
+                    status="ERROR")
+    judge_kernel(result, run)
+    assert result.status == "FAIL_NUMERIC" and result.reason.startswith("below the bound: div_mode[W2]")
+    assert result.metrics["envelope"]["portability"]["index"] == [0]             # the finding is still recorded

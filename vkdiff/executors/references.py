@@ -26,8 +26,9 @@ from vkdiff import reference
 from vkdiff.cases.kernels import KernelCase, suite_of
 from vkdiff.datamodel import FMA_MODELS, Arithmetic, Tolerance
 from vkdiff.reference.ops import EXACT_OPS
-from vkdiff.reference.spec.declarations import DECLARED
+from vkdiff.reference.spec.declarations import declaration_for
 from vkdiff.reference.spec.envelope import Envelope
+from vkdiff.reference.spec.envelope import compute_dtype as declared_compute
 from vkdiff.reference.spec.envelope import evaluate as evaluate_envelope
 
 Models = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -53,7 +54,7 @@ class Prepared:
     emulations: dict[Arithmetic, Models | None] = dataclasses.field(default_factory=dict)
     """The reference with each declared arithmetic met so far (None: the op has no emulation)."""
     envelopes: dict[str, Envelope | None] = dataclasses.field(default_factory=dict)
-    """The spec envelope per dtype the launched variants computed in (None: no liberty can move the output)."""
+    """The spec envelope per launched variant (None: no liberty can move the output)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -200,21 +201,17 @@ def contractions(op: str, prepared: Prepared, output: Any) -> dict[str, np.ndarr
 
 def compute_dtype(op: str, variant: str) -> str:
     """The dtype the launched variant computes in (its declaration's, else float16 for a half variant)."""
-    declared = DECLARED.get(op)
-    if declared is not None:
-        return declared.compute(variant)
-    return "float16" if "half" in variant.split("_") else "float32"
+    return declared_compute(declaration_for(op, variant), variant)
 
 
 def envelope(op: str, prepared: Prepared, variant: str, output: Any) -> Envelope | None:
-    """The spec envelope of a float output (``vkdiff.reference.spec``), once per compute dtype; None for a tuple or
+    """The spec envelope of a float output (``vkdiff.reference.spec``), once per launched variant; None for a tuple or
     integer output, or where no liberty the spec grants can move it."""
     if isinstance(output, tuple) or isinstance(prepared.expected, tuple) or np.asarray(output).dtype.kind != "f":
         return None
-    compute = compute_dtype(op, variant)
-    if compute not in prepared.envelopes:
+    if variant not in prepared.envelopes:
         fn = reference.OPS[op].fn if op in reference.OPS else None
         with np.errstate(all="ignore"):
-            prepared.envelopes[compute] = evaluate_envelope(op, prepared.args, prepared.expected, compute, fn,
+            prepared.envelopes[variant] = evaluate_envelope(op, prepared.args, prepared.expected, variant, fn,
                                                             stored=np.asarray(output).dtype.name)
-    return prepared.envelopes[compute]
+    return prepared.envelopes[variant]

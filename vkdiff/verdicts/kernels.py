@@ -3,9 +3,11 @@
 In order, as a run goes: an exception before the first launch gives its status
 (``statuses.status_of_exception``); else the first launch's numbers do (``compare``), an
 integer output that equals one of the op's contraction models entirely passing, flagged
-``fma-contracted`` (a compiler fused a multiply into an add, which Vulkan allows); a
-passing launch is then held to every smaller run on its graph (the first failure becomes
-the status, every run is listed in ``metrics["below_bound"]``); and a repeat whose bits
+``fma-contracted`` (a compiler fused a multiply into an add, which Vulkan allows), then the
+spec envelope's verdict (``vkdiff.verdicts.envelope``); a passing launch, or a portability
+finding, is then held to every smaller run on its graph (the first failure becomes the
+status, a failure on this device over a portability finding; every run is listed in
+``metrics["below_bound"]``); and a repeat whose bits
 differ from the first run makes it ``NONDETERMINISTIC``.
 """
 
@@ -45,7 +47,7 @@ def _judge(result: Result, run: KernelRun) -> None:
         apply_exception(result, run.error)
         return
     record_launch(result, run.first)
-    if result.status == Status.PASS.name:
+    if result.status in (Status.PASS.name, Status.FAIL_PORTABILITY.name):
         judge_smaller(result, run.smaller, run.case.id)
         if run.smaller_error is not None:
             apply_exception(result, run.smaller_error)
@@ -96,11 +98,18 @@ def judge_smaller(result: Result, smaller: Sequence[Smaller], case_id: str) -> N
                 status, message = refined.status, refined.reason or message
         failed = status.is_failure() or entry.resize_error is not None
         runs.append({"sizes": entry.case.sizes, "status": status.name, **({"reason": message} if failed else {})})
-        if failed and result.status == Status.PASS.name:
+        if failed and _outranks(status, result.status):
             result.status = status.name
             result.reason = f"below the bound: {entry.case.id} on the graph built for {case_id}: {message}"
     if runs:
         result.metrics["below_bound"] = runs
+
+
+def _outranks(status: Status, current: str) -> bool:
+    """Whether a run below the bound that failed with ``status`` becomes the result's status: over a PASS, and over a
+    portability finding when it is a failure on this device (which a portability finding must not hide)."""
+    return current == Status.PASS.name or (current == Status.FAIL_PORTABILITY.name
+                                            and status is not Status.FAIL_PORTABILITY)
 
 
 def _listed(sizes: Sequence[tuple[int, ...]]) -> str:

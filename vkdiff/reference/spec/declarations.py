@@ -22,20 +22,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
+from vkdiff.reference.spec import witnesses
 from vkdiff.reference.spec.precision import Interval, Spec
 
-__all__ = ["DECLARED", "Declaration"]
+__all__ = ["DECLARED", "Declaration", "declaration_for"]
 
 Formula = Callable[[Spec, Mapping[str, Any]], Interval]
+Witness = Callable[[Mapping[str, Any], str, frozenset], np.ndarray]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Declaration:
     """The arithmetic of one op's shaders."""
 
-    formula: Formula
+    formula: Formula | None = None
+    """The shader's expression over intervals (``precision.Spec``)."""
+    witness: Witness | None = None
+    """Or, for arithmetic whose every rounding matters, the shader run as a conformant device may run it
+    (``witnesses``), under each of ``liberties``."""
+    liberties: tuple[str, ...] = ()
+    """The liberties a witness takes (``contraction``, ``division``)."""
+    variants: str = ""
+    """Regex over the variants this declaration describes (empty: every variant of the op)."""
     source: str
     """Where the formula is read from, and the formula as the GLSL writes it."""
     buffer_in_float32: bool = False
@@ -50,6 +63,14 @@ class Declaration:
         if "half" not in parts or any(p.startswith("texture") for p in parts):
             return "float32"
         return "float32" if self.buffer_in_float32 else "float16"
+
+
+def declaration_for(op: str, variant: str) -> Declaration | None:
+    """The declaration of the launched ``variant`` of ``op``, if any."""
+    declared = DECLARED.get(op)
+    if declared is None or (declared.variants and re.search(declared.variants, variant) is None):
+        return None
+    return declared
 
 
 def _unary(body: Callable[[Spec, Interval], Interval]) -> Formula:
@@ -108,5 +129,14 @@ DECLARED: dict[str, Declaration] = {
                            "by checking X - q * Y)"}),
     "aten.mul.Tensor": Declaration(formula=_binary(lambda s, x, y: s.mul(x, y)),
                                    source="binary_op_{buffer,texture}.yaml mul: X * Y", complete=False),
+    "aten.var.dim": Declaration(
+        witness=witnesses.var_buffer, liberties=("contraction", "division"), variants=r"^var_buffer_",
+        source="var_buffer.glsl: sum and sum_sq (v * v) per worker, then sum_sq / n - mean * mean", complete=False,
+        rules={lib: "the one-pass variance sum_sq / n - mean * mean, in the shader's dtype, holds tolerance only where "
+                    "every rounding falls as on a device that adds separately and divides exactly; " + how
+               for lib, how in (("contraction", "contracted into fma(-mean, mean, sum_sq / n) it cancels differently "
+                                                "(a two-pass variance, or precise, is portable)"),
+                                ("division", "dividing as x * (1 / n) moves mean and sum_sq / n by an ULP each, which "
+                                             "the cancellation magnifies (a two-pass variance is portable)"))}),
 }
 """Declared arithmetic by full op name. An op not here is evaluated by its reference on flushed operands only."""

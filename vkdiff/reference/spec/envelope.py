@@ -10,7 +10,7 @@ Example::
 
     >>> import numpy as np
     >>> env = evaluate("aten.div.Tensor_mode", {"self": np.array([6.0, 7.0]), "other": np.array([3.0, 2.0]),
-    ...                                          "rounding_mode": "floor"}, np.array([2.0, 3.0]), "float32")
+    ...                                          "rounding_mode": "floor"}, np.array([2.0, 3.0]), "binary_floor_divide_buffer")
     >>> [(b.liberties, b.lo.tolist()) for b in env.bands]
     [(('division',), [1.0, 3.0])]
 """
@@ -22,10 +22,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from vkdiff.reference.spec.declarations import DECLARED
+from vkdiff.reference.spec.declarations import Declaration, declaration_for
 from vkdiff.reference.spec.precision import Spec, flush_subnormals, span
 
-__all__ = ["Band", "Envelope", "evaluate"]
+__all__ = ["Band", "Envelope", "compute_dtype", "evaluate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,32 +51,65 @@ class Envelope:
     complete: bool
 
 
-def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray, compute: str,
+def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray, variant: str,
              reference: Callable[..., Any] | None = None, stored: str | None = None) -> Envelope | None:
-    """The envelope of ``op`` computing in ``compute`` on ``args`` (schema names), stored as ``stored`` (default: the
-    compute dtype), or None when no liberty can move it.
+    """The envelope of ``op``'s launched ``variant`` on ``args`` (schema names), its result stored as ``stored``
+    (default: the dtype it computes in), or None when no liberty can move it.
 
-    ``reference`` (the op's reference function) is needed only for an op without a declaration.
+    ``reference`` (the op's reference function) is needed only where no declaration describes the variant.
     """
     expected = np.asarray(expected, np.float64)
-    declared = DECLARED.get(op)
+    declared = declaration_for(op, variant)
+    compute = compute_dtype(declared, variant)
     if declared is None:
         return _flushed_operands(args, expected, compute, reference)
+    if declared.witness is not None:
+        return _witnessed(declared, args, expected, compute)
     stored = stored or compute
     exact_spec = Spec(compute)
     with np.errstate(all="ignore"):
         exact = np.broadcast_to(exact_spec.store(declared.formula(exact_spec, args), stored).point, expected.shape)
     liberties = sorted(exact_spec.used)
-    grants = [(lib,) for lib in liberties] + ([tuple(liberties)] if len(liberties) > 1 else [])
     bands = []
-    for grant in grants:
+    for grant in _grants(liberties):
         spec = Spec(compute, grant)
         with np.errstate(all="ignore"):
             iv = spec.store(declared.formula(spec, args), stored)
         lo, hi, nan = (np.broadcast_to(a, expected.shape) for a in (iv.lo, iv.hi, iv.nan))
-        rule = next((declared.rules[lib] for lib in grant if lib in declared.rules), "")
-        bands.append(_around(expected, exact, lo, hi, nan, grant, rule))
+        bands.append(_around(expected, exact, lo, hi, nan, grant, _rule(declared, grant)))
     return Envelope(bands=tuple(bands), exact=exact, source=declared.source, complete=declared.complete)
+
+
+def compute_dtype(declared: Declaration | None, variant: str) -> str:
+    """The dtype ``variant`` computes in (its declaration's, else float16 for a half variant)."""
+    if declared is not None:
+        return declared.compute(variant)
+    return "float16" if "half" in variant.split("_") else "float32"
+
+
+def _grants(liberties: list[str]) -> list[tuple[str, ...]]:
+    """Each liberty alone, then all of them together."""
+    return [(lib,) for lib in liberties] + ([tuple(liberties)] if len(liberties) > 1 else [])
+
+
+def _rule(declared: Declaration, grant: tuple[str, ...]) -> str:
+    return next((declared.rules[lib] for lib in grant if lib in declared.rules), "")
+
+
+def _witnessed(declared: Declaration, args: Mapping[str, Any], expected: np.ndarray, compute: str) -> Envelope:
+    """Bands between the shader as written and as a device taking each liberty runs it."""
+    base = np.reshape(declared.witness(args, compute, frozenset()), expected.shape)
+    # Where the shader as written is finite and ATen not, or the other way (its own overflow, its own answer for one
+    # element), it means something else than ATen's op: no liberty speaks there.
+    own = np.isfinite(base) != np.isfinite(expected)
+    bands = []
+    for grant in _grants(list(declared.liberties)):
+        other = np.reshape(declared.witness(args, compute, frozenset(grant)), expected.shape)
+        lo, hi, nan = span(base, other)
+        lo, hi = np.where(own, expected, lo), np.where(own, expected, hi)
+        nan = np.where(own, np.isnan(expected), nan)
+        bands.append(_around(expected, base, lo, hi, nan, grant, _rule(declared, grant)))
+    return Envelope(bands=tuple(bands), exact=base, source=declared.source, complete=declared.complete)
 
 
 def _around(expected: np.ndarray, exact: np.ndarray, lo: np.ndarray, hi: np.ndarray, nan: np.ndarray,
