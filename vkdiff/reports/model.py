@@ -148,6 +148,26 @@ def device_traits(info: Any) -> tuple[list[tuple[str, str]], str]:
     return pairs, how if pairs else ""
 
 
+SPEC_ALLOWED = "spec-allowed:"
+"""Flag prefix of a result the spec envelope passed, naming the trait whose liberty explains it."""
+
+
+def trait_causes(row: "Row") -> list[str]:
+    """The probed traits a row names as the cause of what it shows: the trait of a ``spec-allowed:<trait>`` flag, and
+    those a trait-keyed known bug needs.
+
+    Example::
+
+        >>> passed = Result(case="tan[W67]", op="aten.tan.default", device="d", status="PASS",
+        ...                 flags=["spec-allowed:sin_cos_max_abs"])
+        >>> trait_causes(Row.from_result(passed))
+        ['sin_cos_max_abs']
+    """
+    flags = [f[len(SPEC_ALLOWED):] for f in as_list(row.result.flags) if isinstance(f, str) and f.startswith(SPEC_ALLOWED)]
+    known = list(row.expectation.traits) if row.expectation is not None and row.known else []
+    return sorted(set(flags) | set(known))
+
+
 def natural_key(text: str) -> tuple:
     """Sort ``M4`` before ``M13``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
@@ -194,6 +214,8 @@ class Expectation:
     """Why it is expected."""
     outcome: str = ""
     """What the harness made of it (``known``, ``unexpected-pass``), when it says."""
+    traits: tuple[str, ...] = ()
+    """The probed device traits the bug needs (a trait-keyed expectation), by name."""
 
     @classmethod
     def from_value(cls, value: Any) -> "Expectation | None":
@@ -210,8 +232,10 @@ class Expectation:
         link = str(get("link", "") or get("url", "") or "")
         if not re.match(r"^https?://", link):
             link = ""
+        traits = get("traits", ()) or ()
         return cls(id=clip(get("id", "") or get("signature", "") or "", 80), link=link,
-                   reason=clip(get("reason", "") or ""), outcome=clip(get("outcome", "") or "", 40))
+                   reason=clip(get("reason", "") or ""), outcome=clip(get("outcome", "") or "", 40),
+                   traits=tuple(clip(t, 60) for t in traits if isinstance(t, str)) if isinstance(traits, list) else ())
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -30,6 +30,7 @@ from vkdiff.reports.model import (
     Row,
     columns,
     device_traits,
+    trait_causes,
     fmt_num,
     natural_key,
     status_counts,
@@ -389,6 +390,7 @@ def _cross_context(merged: Merged, devices: Sequence[str], summaries: dict[str, 
     spread.sort(key=lambda e: -e["spread"])
     pass_by_op = Counter(e["first"].op for e in all_pass)
     scatter, ref = plots.sqnr_cross(shared, devices) if len(devices) >= 2 else (None, "")
+    trait_groups, unattributed = _by_trait(shared, devices)
     return {
         "shared": len(shared),
         "single": len(by_case) - len(shared),
@@ -403,5 +405,42 @@ def _cross_context(merged: Merged, devices: Sequence[str], summaries: dict[str, 
         "ref": ref,
         "titles": {d: summaries[d]["title"] for d in devices},
         "version_diffs": [key for key, _, differs in _version_table(summaries) if differs],
+        "trait_table": _trait_table(summaries, devices),
+        "trait_groups": trait_groups,
+        "unattributed": unattributed,
     }
+
+
+def _differs(rows: Mapping[str, Row]) -> bool:
+    """Whether devices disagree on a case: its status, whether it is a known bug, or the liberty that passed it."""
+    return len({(r.status, r.known, tuple(trait_causes(r))) for r in rows.values()}) > 1
+
+
+def _by_trait(shared: Mapping[str, Mapping[str, Row]], devices: Sequence[str]) -> tuple[list[dict], list[dict]]:
+    """Cases the devices disagree on, grouped by each probed trait their results name as the cause (a spec-allowed
+    flag, a trait-keyed known bug); and those no trait names, which are the ones to look at."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    unattributed = []
+    for case, rows in shared.items():
+        if not _differs(rows):
+            continue
+        entry = {"case": case, "rows": rows, "first": next(iter(rows.values())),
+                 "known": all(r.known for r in rows.values() if r.category == "fail")}
+        causes = sorted({t for r in rows.values() for t in trait_causes(r)})
+        for trait in causes:
+            groups[trait].append(entry)
+        if not causes:
+            unattributed.append(entry)
+    ordered = [{"trait": t, "entries": sorted(es, key=lambda e: natural_key(e["case"]))}
+               for t, es in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))]
+    return ordered, sorted(unattributed, key=lambda e: (e["known"], natural_key(e["case"])))
+
+
+def _trait_table(summaries: Mapping[str, Mapping[str, Any]], devices: Sequence[str]) -> list[dict]:
+    """Each probed trait with its value on every device, those that differ first."""
+    values = {d: dict(summaries[d]["traits"]) for d in devices}
+    names = sorted({name for table in values.values() for name in table})
+    table = [{"trait": n, "values": {d: values[d].get(n, "—") for d in devices},
+              "differs": len({values[d].get(n, "—") for d in devices}) > 1} for n in names]
+    return sorted(table, key=lambda t: (not t["differs"], t["trait"]))
 

@@ -196,7 +196,8 @@ def annotate(result: Result, expectations: Sequence[Expectation] | None = None) 
     """Attach the matching expectation: ``known`` when it explains the failure, ``unexpected-pass`` when fixed."""
     for exp in load() if expectations is None else expectations:
         if exp.explains(result):
-            result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": "known"}
+            result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": "known",
+                                  **({"traits": sorted(exp.traits)} if exp.traits else {})}
             return result
         if exp.applies_to(result) and Status[result.status] is Status.PASS:
             outcome = "racy-pass" if exp.racy else "unexpected-pass"
