@@ -138,3 +138,25 @@ def test_a_variance_witness_band_is_a_portability_finding_and_skips_the_shaders_
     assert all(np.isnan(b.lo).all() and b.nan.all() for b in single.bands)
     assert evaluate("aten.var.dim", {"self": x, "dim": [-1], "unbiased": False}, expected, "var_texture3d_half",
                     OPS["aten.var.dim"].fn) is None      # the texture shader is not declared
+
+
+def test_any_op_may_store_a_finite_value_past_the_range_as_the_largest_one():
+    """(``expected`` holds ATen's inf there; ``past_range`` says the reference was finite.)"""
+    expected = np.array([np.inf, np.inf, -np.inf, 5.0])
+    past = np.array([True, False, True, False])
+    env = evaluate("aten.mm.default", {"self": np.ones((1, 1), np.float16)}, expected, "matmul_half",
+                   stored="float16", past_range=past)
+    over = band(env, "overflow")
+    assert over.lo.tolist() == [65504.0, np.inf, -np.inf, 5.0]       # a true inf converts to inf only
+    assert over.hi.tolist() == [np.inf, np.inf, -65504.0, 5.0]
+
+
+def test_clamp_family_declarations_carry_the_nan_clamp_rule():
+    x = np.array([np.nan, -3.0, 8.0], np.float32)
+    for op, args, bounds in (("aten.relu6.default", {}, (0.0, 6.0)), ("aten.relu.default", {}, (0.0, np.inf)),
+                             ("aten.hardtanh.default", {}, (-1.0, 1.0)),
+                             ("aten.clamp.default", {"min": None, "max": 2.0}, (-np.inf, 2.0))):
+        expected = np.where(np.isnan(x), np.nan, np.clip(x, *bounds))
+        clamp = band(evaluate(op, {"self": x, **args}, expected, "clamp_float_buffer"), "nan_clamp")
+        assert (clamp.lo[0], clamp.hi[0]) == bounds and clamp.rule, op
+        assert clamp.lo[1:].tolist() == clamp.hi[1:].tolist() == expected[1:].tolist(), op

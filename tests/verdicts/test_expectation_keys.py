@@ -161,14 +161,14 @@ EXPLAINED_ON_H200 = {
     "quantize_per_tensor[N2-C5-H3-W7-fp32-buffer-outint8x4_4w4c-huge]": "etvk-float-to-int8-conversion-out-of-range",
     "native_layer_norm[C3-H5-W6-fp16-buffer-buffer]": "nvidia-layer-norm-buffer-half-rstd",
     "ne_scalar[C3-H5-W6-fp32-texture3d-s0p1-special]": "ne-scalar-nan-not-unequal-through-naga",
-    "scalar_tensor[R0-fp16-texture3d-big]": "etvk-scalar-tensor-half-texture-saturates",
 }
 """Each kind of key on a real H200 failure: two portability rules (floor division, one-pass variance), NaN through max,
-fma with division, a conversion table entry, vendor, transport, every device. (Its flushed subnormals and tan at pi/2 are spec-allowed: no
-expectation.)"""
+fma with division, a conversion table entry, vendor, transport. (Its flushed subnormals, tan at pi/2 and a half image
+store of 1e5 are spec-allowed: no expectation.)"""
 
 SPEC_ALLOWED_ON_H200 = {"rsqrt[C3-H5-W6-fp32-buffer-subnormal]": "spec-allowed:f32_denorm",
-                        "tan[W67-fp32-buffer]": "spec-allowed:sin_cos_max_abs"}
+                        "tan[W67-fp32-buffer]": "spec-allowed:sin_cos_max_abs",
+                        "scalar_tensor[R0-fp16-texture3d-big]": "spec-allowed:overflow"}
 """Former NVIDIA-only expectations the spec envelope explains, by the trait it names."""
 
 

@@ -51,6 +51,8 @@ class Prepared:
     """Sum of absolute terms per output element (accumulation-aware tolerance)."""
     tolerance: Tolerance | tuple[Tolerance, ...]
     """Policy row for the output (per output of a tuple: its dtype's row, integers exact)."""
+    past_range: np.ndarray | None = None
+    """Elements whose finite reference the output dtype cannot hold, made ±inf in ``expected`` (None: none)."""
     emulations: dict[Arithmetic, Models | None] = dataclasses.field(default_factory=dict)
     """The reference with each declared arithmetic met so far (None: the op has no emulation)."""
     envelopes: dict[str, Envelope | None] = dataclasses.field(default_factory=dict)
@@ -85,19 +87,21 @@ def prepared_for(case: KernelCase, args: dict[str, Any]) -> Prepared:
                          for e in expected)
         return Prepared(args=args, expected=expected, magnitude=magnitude, tolerance=tolerance)
     exact = case.op in EXACT_OPS or np.asarray(expected).dtype.kind in "iub"  # copies, conversions, int outputs
-    return Prepared(args=args, expected=overflowed(expected, case.np_dtype), magnitude=magnitude,
+    expected, past_range = overflowed(expected, case.np_dtype)
+    return Prepared(args=args, expected=expected, magnitude=magnitude, past_range=past_range,
                     tolerance=Tolerance() if exact else Tolerance.for_dtype(case.np_dtype))
 
 
-def overflowed(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The float64 reference with values past ``dtype``'s range made ±inf, as ATen computing in that dtype
-    gives them (``exp(300)`` is inf in float32): a kernel storing a finite value there is wrong."""
+def overflowed(expected: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """The float64 reference with values past ``dtype``'s range made ±inf, as ATen computing in that dtype gives them
+    (``exp(300)`` is inf in float32), and where that was done (None: nowhere). A kernel storing a finite value there
+    is judged by the spec envelope: Vulkan's conversion may give the largest finite value instead."""
     if np.dtype(dtype).kind != "f":
-        return expected
+        return expected, None
     with np.errstate(over="ignore", invalid="ignore"):
         cast = np.asarray(expected).astype(dtype)
     beyond = np.isinf(cast) & np.isfinite(expected)
-    return np.where(beyond, cast.astype(np.float64), expected) if beyond.any() else expected
+    return (np.where(beyond, cast.astype(np.float64), expected), beyond) if beyond.any() else (expected, None)
 
 
 def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
@@ -213,5 +217,6 @@ def envelope(op: str, prepared: Prepared, variant: str, output: Any) -> Envelope
         fn = reference.OPS[op].fn if op in reference.OPS else None
         with np.errstate(all="ignore"):
             prepared.envelopes[variant] = evaluate_envelope(op, prepared.args, prepared.expected, variant, fn,
-                                                            stored=np.asarray(output).dtype.name)
+                                                            stored=np.asarray(output).dtype.name,
+                                                            past_range=prepared.past_range)
     return prepared.envelopes[variant]

@@ -159,7 +159,7 @@ class ErrorStatistics:
             nan_count, inf_count = int(nan.sum()), int(inf.sum())
             signal = float(np.sum(np.where(finite_ref, e, 0.0) ** 2))
         if tolerance.exact:  # an exact op (a copy) must keep the sign of a zero too
-            over = over | ((a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)))
+            over = over | zero_sign_differs(a, e)
         arithmetic: dict[str, Any] = {}
         if emulated is not None and tolerance.ulps:
             rounding, model_ratio, outside = emulated.closest(a, tolerance.ulps)
@@ -243,6 +243,11 @@ class ErrorStatistics:
 
 HIST_EDGES = [float(e) for e in range(-8, 5)]
 """log10 bins of error/bound: 1e-8 … 1e4; 0 is the tolerance edge."""
+
+
+def zero_sign_differs(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Zeros whose sign differs from the reference's (only an exact op, a copy, is held to it)."""
+    return (actual == 0) & (expected == 0) & (np.signbit(actual) != np.signbit(expected))
 
 
 def over_bound(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray) -> np.ndarray:

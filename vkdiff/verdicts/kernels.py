@@ -23,7 +23,7 @@ from vkdiff.device.boundary import is_device_lost
 from vkdiff.device.runtime.layouts import unwritten_mask
 from vkdiff.executors.kernel import Checked, KernelRun, Smaller
 from vkdiff.verdicts import envelope as spec_envelope
-from vkdiff.verdicts.compare import Emulated, ErrorStatistics
+from vkdiff.verdicts.compare import Emulated, ErrorStatistics, zero_sign_differs
 from vkdiff.verdicts.program import INF_CLAMPED_FLAG, PORT_STALE_FLAG
 from vkdiff.verdicts.statuses import status_of_exception
 
@@ -150,12 +150,14 @@ def contraction_followed(run: Checked) -> str | None:
 def within_envelope(status: Status, run: Checked, traits: Any) -> spec_envelope.Judgement | None:
     """The verdict the launch's spec envelope gives (``vkdiff.verdicts.envelope``), or None where it changes nothing."""
     prepared = run.prepared
-    if run.envelope is None or prepared.tolerance.exact:  # an exact op (a copy) is held to its bits, signs of zeros too
+    if run.envelope is None:
         return None
     expected = np.asarray(prepared.expected, np.float64)
+    output = np.asarray(run.launch.output)
+    if prepared.tolerance.exact and zero_sign_differs(output, expected).any():
+        return None  # an exact op (a copy) keeps a zero's sign, and no liberty speaks to it
     bound = prepared.tolerance.bound(expected, prepared.magnitude)
-    return spec_envelope.judge(status, np.asarray(run.launch.output), expected, bound, run.envelope, run.compute,
-                               traits)
+    return spec_envelope.judge(status, output, expected, bound, run.envelope, run.compute, traits)
 
 
 def record_launch(result: Result, run: Checked) -> None:

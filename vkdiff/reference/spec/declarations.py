@@ -91,6 +91,19 @@ def _div_mode(s: Spec, args: Mapping[str, Any]) -> Interval:
     return s.result(s.floor(s.result(s.div(s.of(args["self"]), s.of(args["other"])))))
 
 
+def _bound(args: Mapping[str, Any], name: str, default: float) -> float:
+    """A clamp bound as ``UnaryOp.cpp`` passes it: the argument, or ±infinity where it is absent."""
+    value = args.get(name)
+    return default if value is None else float(value)
+
+
+def _clamped(low: Callable[[Mapping[str, Any]], float], high: Callable[[Mapping[str, Any]], float]) -> Formula:
+    """``unary_op.yaml`` clamp: ``clamp(X, A, B)`` with the bounds in its push constants."""
+    return lambda s, args: s.result(s.clamp(s.of(args["self"]), low(args), high(args)))
+
+
+NAN_CLAMP = ("clamp of NaN is undefined (GLSL min/max): clamp(NaN, lo, hi) may be a bound where ATen keeps NaN (a "
+             "portable shader tests isnan first)")
 LOG10E = 0.4342944819
 TANH_CLAMP = 15.0
 
@@ -116,8 +129,21 @@ DECLARED: dict[str, Declaration] = {
         rules={"tanh": f"tanh(clamp(x, -15, 15)) in float16 is inherited from exp(x), which overflows float16 past "
                        f"|x| = {math.log(65504):.2f}: clamped to ±15 it may be inf / inf, NaN (a half shader portable "
                        f"to such a device clamps to ±9, where tanh already rounds to ±1)",
-               "nan_clamp": "clamp of NaN is undefined (GLSL min/max): tanh(clamp(NaN, -15, 15)) may be ±1 where ATen "
-                            "propagates NaN (a portable shader tests isnan first)"}),
+               "nan_clamp": NAN_CLAMP}),
+    **{op: Declaration(formula=_clamped(low, high), source=f"unary_op.yaml clamp: clamp(X, A, B) ({how})",
+                       buffer_in_float32=True, rules={"nan_clamp": NAN_CLAMP})
+       for op, low, high, how in (
+           ("aten.clamp.default", lambda a: _bound(a, "min", -math.inf), lambda a: _bound(a, "max", math.inf),
+            "min, max"),
+           ("aten.hardtanh.default", lambda a: _bound(a, "min_val", -1.0), lambda a: _bound(a, "max_val", 1.0),
+            "min_val, max_val"),
+           ("aten.relu.default", lambda a: 0.0, lambda a: math.inf, "0, inf"),
+           ("aten.relu6.default", lambda a: 0.0, lambda a: 6.0, "0, 6"))},
+    **{op: Declaration(formula=lambda s, args, name=name: s.result(s.of(np.asarray(float(args[name])), flushable=False)),
+                       source=f"{shader}: the float fill value, converted to the output", complete=False)
+       for op, name, shader in (("aten.full.default", "fill_value", "full.glsl"),
+                                ("aten.full_like.default", "fill_value", "full.glsl"),
+                                ("aten.scalar_tensor.default", "s", "scalar_tensor.glsl"))},
     "aten.sigmoid.default": Declaration(formula=_unary(_sigmoid), source="unary_op.yaml sigmoid: 1 / (1 + exp(-1 * X))",
                                         buffer_in_float32=True),
     "aten.div.Tensor": Declaration(formula=_binary(lambda s, x, y: s.div(x, y)),

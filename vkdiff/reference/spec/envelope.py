@@ -52,17 +52,19 @@ class Envelope:
 
 
 def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray, variant: str,
-             reference: Callable[..., Any] | None = None, stored: str | None = None) -> Envelope | None:
+             reference: Callable[..., Any] | None = None, stored: str | None = None,
+             past_range: np.ndarray | None = None) -> Envelope | None:
     """The envelope of ``op``'s launched ``variant`` on ``args`` (schema names), its result stored as ``stored``
     (default: the dtype it computes in), or None when no liberty can move it.
 
-    ``reference`` (the op's reference function) is needed only where no declaration describes the variant.
+    ``reference`` (the op's reference function) is needed only where no declaration describes the variant;
+    ``past_range`` marks elements whose finite reference ``expected`` holds as ±inf because ``stored`` cannot.
     """
     expected = np.asarray(expected, np.float64)
     declared = declaration_for(op, variant)
     compute = compute_dtype(declared, variant)
     if declared is None:
-        return _flushed_operands(args, expected, compute, reference)
+        return _undeclared(args, expected, compute, stored or compute, reference, past_range)
     if declared.witness is not None:
         return _witnessed(declared, args, expected, compute)
     stored = stored or compute
@@ -122,9 +124,21 @@ def _around(expected: np.ndarray, exact: np.ndarray, lo: np.ndarray, hi: np.ndar
     return Band(liberties=grant, lo=moved_lo, hi=moved_hi, nan=np.asarray(nan, bool) | np.isnan(expected), rule=rule)
 
 
-def _flushed_operands(args: Mapping[str, Any], expected: np.ndarray, compute: str,
-                      reference: Callable[..., Any] | None) -> Envelope | None:
-    """The subnormal-flush band of an undeclared op: its reference on flushed float operands, and flushed results."""
+def _undeclared(args: Mapping[str, Any], expected: np.ndarray, compute: str, stored: str,
+                reference: Callable[..., Any] | None, past_range: np.ndarray | None) -> Envelope | None:
+    """What the spec grants every float op, whatever its shader computes: subnormal operands and results read as zero
+    (its reference on flushed operands), and a finite result past the stored dtype's range converted to its largest
+    finite value or to infinity."""
+    bands = [band for band in (_flushed(args, expected, compute, reference), _overflowed(expected, stored, past_range))
+             if band is not None]
+    if not bands:
+        return None
+    return Envelope(bands=tuple(bands), exact=expected, complete=False,
+                    source="the op's reference: flushed operands, overflowing results converted")
+
+
+def _flushed(args: Mapping[str, Any], expected: np.ndarray, compute: str,
+             reference: Callable[..., Any] | None) -> Band | None:
     tiny = float(np.finfo(compute).tiny)
 
     def subnormal(value: Any) -> bool:
@@ -132,8 +146,7 @@ def _flushed_operands(args: Mapping[str, Any], expected: np.ndarray, compute: st
             ((value != 0) & (np.abs(value) < tiny)).any())
 
     flushed_in = any(subnormal(v) for v in args.values()) and reference is not None
-    flushed_out = subnormal(expected)
-    if not (flushed_in or flushed_out):
+    if not (flushed_in or subnormal(expected)):
         return None
     candidates = [expected, flush_subnormals(expected, compute)]
     if flushed_in:
@@ -143,5 +156,19 @@ def _flushed_operands(args: Mapping[str, Any], expected: np.ndarray, compute: st
         if isinstance(other, np.ndarray) and other.shape == expected.shape:
             candidates.append(np.asarray(other, np.float64))
     lo, hi, nan = span(*candidates)
-    band = Band(liberties=("subnormal_flush",), lo=lo, hi=hi, nan=nan)
-    return Envelope(bands=(band,), exact=expected, source="the op's reference on flushed operands", complete=False)
+    return Band(liberties=("subnormal_flush",), lo=lo, hi=hi, nan=nan)
+
+
+def _overflowed(expected: np.ndarray, stored: str, past_range: np.ndarray | None) -> Band | None:
+    if np.dtype(stored).kind != "f":
+        return None
+    largest = float(np.finfo(stored).max)
+    with np.errstate(invalid="ignore"):
+        past = np.isfinite(expected) & (np.abs(expected) > largest)
+    if past_range is not None and np.shape(past_range) == expected.shape:
+        past = past | past_range
+    if not past.any():
+        return None
+    lo = np.where(past & (expected > 0), largest, np.where(past, -np.inf, expected))
+    hi = np.where(past & (expected < 0), -largest, np.where(past, np.inf, expected))
+    return Band(liberties=("overflow",), lo=lo, hi=hi, nan=np.isnan(expected))
