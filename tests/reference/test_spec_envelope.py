@@ -160,3 +160,52 @@ def test_clamp_family_declarations_carry_the_nan_clamp_rule():
         clamp = band(evaluate(op, {"self": x, **args}, expected, "clamp_float_buffer"), "nan_clamp")
         assert (clamp.lo[0], clamp.hi[0]) == bounds and clamp.rule, op
         assert clamp.lo[1:].tolist() == clamp.hi[1:].tolist() == expected[1:].tolist(), op
+
+
+def test_pow_is_inherited_from_exp2_and_log2():
+    x = np.array([float(np.float16(1e-5))])
+    exact = Spec("float16").pow(Spec("float16").of(x, flushable=False), -0.5)
+    assert exact.lo[0] == exact.hi[0] == pytest.approx(x[0] ** -0.5)
+    s = Spec("float16", {"pow"})
+    inherited = s.pow(s.of(x, flushable=False), -0.5)
+    assert inherited.lo[0] < 314.25 < 316.0 < inherited.hi[0]     # NVIDIA's 314.25 is 1 + 2 * 8.3 ULP of exp2 away
+    assert inherited.hi[0] - inherited.lo[0] < 25
+
+
+def constant_row_layer_norm():
+    x = np.array([[[1.25] * 6, [1.0, -2.0, 0.5, 3.0, -1.5, 2.25]]], np.float16)
+    args = {"input": x, "normalized_shape": [6], "weight": None, "bias": None, "eps": 1e-5}
+    return args, tuple(np.asarray(o, np.float64) for o in OPS["aten.native_layer_norm.default"].fn(**args))
+
+
+def test_the_layer_norm_witness_names_pow_and_the_flushed_epsilon():
+    args, expected = constant_row_layer_norm()
+    env = evaluate("aten.native_layer_norm.default", args, expected, "native_layer_norm_buffer_half")
+    assert [name for name, _ in env.parts] == ["out", "mean", "rstd"]
+    rstd = slice(12 + 2, 12 + 4)                                   # out [1, 2, 6], mean [1, 2, 1], rstd [1, 2, 1]
+    assert env.locate(14) == "rstd [0, 0, 0]"
+    assert band(env, "pow").rule and band(env, "pow").lo[rstd][0] < 314.25 < band(env, "pow").hi[rstd][0]
+    flushed = band(env, "subnormal_flush")
+    assert flushed.rule and flushed.hi[rstd][0] == np.inf and flushed.nan[:6].all()   # the constant row's out: NaN
+    assert evaluate("aten.native_layer_norm.default", args, expected, "native_layer_norm_texture3d_half") is None
+
+
+def test_the_group_norm_witness_reproduces_a_contracted_inexact_divider():
+    """(NVIDIA's 580 driver gives 319.09 for the constant group: fma(-mean, mean, sum_sq * (1 / 15)).)"""
+    x = np.stack([np.arange(15, dtype=np.float32).reshape(3, 1, 5) / 7 - 1, np.full((3, 1, 5), 1.25, np.float32)])
+    args = {"input": x, "weight": None, "bias": None, "N": 2, "C": 3, "HxW": 5, "group": 1, "eps": 1e-5}
+    out, mean, rstd = witnesses.group_norm_texture(args, "float32", frozenset({"contraction", "division"}))[0]
+    assert rstd[1, 0] == pytest.approx(319.09, abs=0.01)
+    assert witnesses.group_norm_texture(args, "float32", frozenset())[0][2][1, 0] == pytest.approx(316.2278, abs=1e-3)
+
+
+def test_the_adamw_witness_overflows_only_when_reassociated():
+    g = np.array([3e19, 2.0], np.float32)
+    args = {"param": np.ones(2, np.float32), "m": np.zeros(2, np.float32), "v": np.zeros(2, np.float32), "grad": g,
+            "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
+            "bias_correction1": 0.1, "bias_correction2": 0.001}
+    for grant, finite in ((frozenset(), True), (frozenset({"contraction"}), True),
+                          (frozenset({"reassociation"}), False)):
+        param, m, v = witnesses.adamw_step_buffer(args, "float32", grant)[0]
+        assert bool(np.isfinite(v[0])) is finite and np.isfinite(v[1]), grant
+    assert param[0] == pytest.approx(1 - 1e-5, rel=1e-6)        # an infinite v': the update is lost, decay only

@@ -74,8 +74,10 @@ def test_a_result_past_the_envelope_of_a_non_portable_shader_stays_a_plain_failu
     x, y = np.array([6.0, 7.5], np.float32), np.array([3.0, 2.0], np.float32)
     expected = np.floor(x.astype(np.float64) / y)
     env = evaluate("aten.div.Tensor_mode", {"self": x, "other": y, "rounding_mode": "floor"}, expected, "binary_floor_divide_buffer")
-    assert judge(Status.FAIL_NUMERIC, np.array([2.0, 5.0], np.float32), expected, np.zeros(2), env, "float32",
-                 FLUSHES) is None
+    kept = judge(Status.FAIL_NUMERIC, np.array([2.0, 5.0], np.float32), expected, np.zeros(2), env, "float32",
+                 FLUSHES)
+    assert kept.status is Status.FAIL_NUMERIC and not kept.reason and not kept.flags
+    assert kept.metrics["unexplained"] == 1 and kept.metrics["portability"]["liberties"] == ["division"]
 
 
 def test_tan_at_its_pole_is_spec_allowed_and_names_the_trait():
@@ -127,3 +129,19 @@ def test_a_portability_finding_does_not_hide_a_failure_below_the_bound():
     judge_kernel(result, run)
     assert result.status == "FAIL_NUMERIC" and result.reason.startswith("below the bound: div_mode[W2]")
     assert result.metrics["envelope"]["portability"]["index"] == [0]             # the finding is still recorded
+
+
+def test_a_tuple_op_is_judged_across_its_outputs_and_names_the_output():
+    from tests.reference.test_spec_envelope import constant_row_layer_norm
+    args, expected = constant_row_layer_norm()
+    env = evaluate("aten.native_layer_norm.default", args, expected, "native_layer_norm_buffer_half")
+    flat = np.concatenate([e.reshape(-1) for e in expected])
+    bound = 1e-3 + 1e-3 * np.abs(flat)
+    device = flat.astype(np.float16)
+    device[14] = 314.25                                   # the constant row's rstd as NVIDIA computes it
+    verdict = judge(Status.FAIL_NUMERIC, device, flat, bound, env, "float16", {"pow_max_ulp": 8520.0})
+    assert verdict.status is Status.FAIL_PORTABILITY and "at out [0, 1, 1]" in verdict.reason
+    device[3] = 7.0                                       # and an output no liberty reaches
+    kept = judge(Status.FAIL_NUMERIC, device, flat, bound, env, "float16", {"pow_max_ulp": 8520.0})
+    assert kept.status is Status.FAIL_NUMERIC and kept.metrics["unexplained"] == [1, 0, 0]
+    assert kept.metrics["portability"]["liberties"] == ["pow"] and not kept.reason

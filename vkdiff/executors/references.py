@@ -209,14 +209,17 @@ def compute_dtype(op: str, variant: str) -> str:
 
 
 def envelope(op: str, prepared: Prepared, variant: str, output: Any) -> Envelope | None:
-    """The spec envelope of a float output (``vkdiff.reference.spec``), once per launched variant; None for a tuple or
-    integer output, or where no liberty the spec grants can move it."""
-    if isinstance(output, tuple) or isinstance(prepared.expected, tuple) or np.asarray(output).dtype.kind != "f":
+    """The spec envelope of a float output, or of a tuple of them where a witness declares the shader
+    (``vkdiff.reference.spec``), once per launched variant; None for an integer output, or where no liberty the spec
+    grants can move it."""
+    outputs = output if isinstance(output, tuple) else (output,)
+    if any(np.asarray(o).dtype.kind != "f" for o in outputs) or isinstance(output, tuple) != isinstance(
+            prepared.expected, tuple):
         return None
     if variant not in prepared.envelopes:
         fn = reference.OPS[op].fn if op in reference.OPS else None
         with np.errstate(all="ignore"):
             prepared.envelopes[variant] = evaluate_envelope(op, prepared.args, prepared.expected, variant, fn,
-                                                            stored=np.asarray(output).dtype.name,
+                                                            stored=np.asarray(outputs[0]).dtype.name,
                                                             past_range=prepared.past_range)
     return prepared.envelopes[variant]

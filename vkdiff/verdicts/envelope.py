@@ -32,9 +32,10 @@ TRAIT_OF: dict[str, str] = {
     "division": "div_f32_max_ulp", "exp": "exp_max_ulp", "log": "log_max_ulp",
     "inversesqrt": "inversesqrt_max_ulp", "sin_cos": "sin_cos_max_abs", "tanh": "tanh_large",
     "subnormal_flush": "f32_denorm", "contraction": "fma", "nan_clamp": "nan_clamp", "overflow": "overflow",
+    "pow": "pow_max_ulp", "reassociation": "reassociation",
 }
-"""The probed trait (``vkdiff.device.runtime.trait_probes.TRAITS``) that shows each liberty on a device (``overflow``:
-no probe yet; the flag names the liberty)."""
+"""The probed trait (``vkdiff.device.runtime.trait_probes.TRAITS``) that shows each liberty on a device (``overflow``,
+``reassociation``: no probe yet; the flag names the liberty)."""
 
 JUDGED = (Status.FAIL_NUMERIC, Status.FAIL_NAN)
 """Statuses the envelope may explain or sharpen (a shape, unwritten or sync failure is never a liberty)."""
@@ -90,8 +91,13 @@ def _inside(band: Band, values: np.ndarray, bound: np.ndarray, dtype: np.dtype) 
     return numeric | (np.isnan(values) & band.nan)
 
 
-def _where(mask: np.ndarray) -> list[int]:
-    return [int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape)]
+def _where(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape))
+
+
+def _label(envelope: Envelope, at: tuple[int, ...]) -> str:
+    """An element as a reason names it: its index, or for a tuple's outputs the output and its index."""
+    return envelope.locate(at[0]) if envelope.parts else str(list(at))
 
 
 def _span(band: Band, at: tuple[int, ...]) -> str:
@@ -102,7 +108,8 @@ def _span(band: Band, at: tuple[int, ...]) -> str:
 
 def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, envelope: Envelope,
           compute: str, traits: Mapping[str, Any] | None) -> Judgement | None:
-    """The refined verdict, or None when the envelope changes nothing."""
+    """The refined verdict, or None when the envelope changes nothing; a failure it cannot explain keeps its status
+    (and reason), with how many elements no liberty explains and any portability finding in its metrics."""
     a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
     if a.shape != e.shape or status not in (Status.PASS, *JUDGED):
         return None
@@ -120,28 +127,35 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
     explained = bool((covered | ~over).all())
     metrics = {"source": envelope.source, "compute": compute,
                "liberties": sorted({lib for b in used for lib in b.liberties})}
-    if portable and (status is Status.PASS or explained):
+    if portable:
         band, reach = min(portable, key=lambda p: len(p[0].liberties))
-        at = tuple(_where(reach))
+        at = _where(reach)
         metrics["portability"] = {"liberties": list(band.liberties), "rule": band.rule, "elements": int(reach.sum()),
-                                  "index": list(at)}
+                                  "index": list(at), "also": sorted({b.liberties[0] for b, _ in portable
+                                                                     if len(b.liberties) == 1} - set(band.liberties))}
+    if portable and (status is Status.PASS or explained):
         here = "this device is within tolerance" if status is Status.PASS else "this device takes it"
+        also = metrics["portability"]["also"]
         return Judgement(status=Status.FAIL_PORTABILITY, metrics=metrics, reason=(
             f"{band.rule}. Under {' and '.join(band.liberties)} ({envelope.source}) {int(reach.sum())} of {e.size} "
-            f"elements may leave ATen's tolerance: at {list(at)} a conformant device may give {_span(band, at)} where "
-            f"ATen gives {float(e[at]):.7g} (±{float(bound[at]):.3g}); {here}"))
+            f"elements may leave ATen's tolerance: at {_label(envelope, at)} a conformant device may give "
+            f"{_span(band, at)} where ATen gives {float(e[at]):.7g} (±{float(bound[at]):.3g}); {here}"
+            + (f" (also under {', '.join(also)})" if also else "")))
     if status is Status.PASS:
         return None
     if explained:
         traits_used = sorted({trait_of(lib, compute) for b in used for lib in b.liberties})
         return Judgement(status=Status.PASS, flags=[f"{SPEC_ALLOWED_FLAG}:{t}" for t in traits_used], metrics=metrics)
     stray = over & ~covered
+    counts = envelope.counts(stray)
+    metrics["unexplained"] = counts if envelope.parts else counts[0]  # a tuple's per output, as the tolerance counts
     faithful = ~over_bound(envelope.exact, e, bound)
     if envelope.complete and (faithful | ~stray).all():
-        at = tuple(_where(stray))
+        at = _where(stray)
         widest = envelope.bands[-1] if envelope.bands else None
         allowed = _span(widest, at) if widest is not None else f"{float(e[at]):.7g}"
         return Judgement(status=Status.FAIL_DRIVER, metrics=metrics, reason=(
             f"outside what the Vulkan spec allows for {envelope.source}: {int(stray.sum())} of {e.size} elements; at "
-            f"{list(at)} the device gives {float(a[at]):.7g}, a conformant device {allowed} (ATen {float(e[at]):.7g})"))
-    return None
+            f"{_label(envelope, at)} the device gives {float(a[at]):.7g}, a conformant device {allowed} (ATen "
+            f"{float(e[at]):.7g})"))
+    return Judgement(status=status, metrics=metrics)

@@ -130,13 +130,23 @@ def statistics(run: Checked) -> tuple[ErrorStatistics, list[dict[str, Any]]]:
     if not isinstance(launched.output, tuple):
         return ErrorStatistics.from_arrays(launched.output, prepared.expected, prepared.tolerance, prepared.magnitude,
                                            unwritten_mask(launched.output), emulated(run)), []
+    each = _each(run)
+    return each[worst_output(each)], [st.to_dict() for st in each]
+
+
+def _each(run: Checked) -> list[ErrorStatistics]:
+    """Statistics of each output of a tuple launch."""
+    launched, prepared = run.launch, run.prepared
     magnitudes = prepared.magnitude or (None,) * len(launched.output)
-    each = [ErrorStatistics.from_arrays(np.asarray(out), np.asarray(exp).reshape(np.shape(out)), tol,
+    return [ErrorStatistics.from_arrays(np.asarray(out), np.asarray(exp).reshape(np.shape(out)), tol,
                                         None if mag is None else np.asarray(mag).reshape(np.shape(out)),
                                         unwritten_mask(out))
             for out, exp, tol, mag in zip(launched.output, prepared.expected, prepared.tolerance, magnitudes)]
-    worst = max(each, key=lambda st: (st.status().is_failure(), st.status()))
-    return worst, [st.to_dict() for st in each]
+
+
+def worst_output(each: Sequence[ErrorStatistics]) -> int:
+    """The output of a tuple whose statistics speak for the launch: the first with the gravest status."""
+    return max(range(len(each)), key=lambda i: (each[i].status().is_failure(), each[i].status()))
 
 
 def contraction_followed(run: Checked) -> str | None:
@@ -152,12 +162,33 @@ def within_envelope(status: Status, run: Checked, traits: Any) -> spec_envelope.
     prepared = run.prepared
     if run.envelope is None:
         return None
+    if isinstance(prepared.expected, tuple):
+        output, expected, bound = _flattened(run)
+        judged = spec_envelope.judge(status, output, expected, bound, run.envelope, run.compute, traits)
+        unexplained = None if judged is None else judged.metrics.get("unexplained")
+        if isinstance(unexplained, list):  # counted in the output the tolerance verdict speaks for
+            judged.metrics["unexplained"] = unexplained[worst_output(_each(run))]
+        return judged
     expected = np.asarray(prepared.expected, np.float64)
     output = np.asarray(run.launch.output)
     if prepared.tolerance.exact and zero_sign_differs(output, expected).any():
         return None  # an exact op (a copy) keeps a zero's sign, and no liberty speaks to it
     bound = prepared.tolerance.bound(expected, prepared.magnitude)
     return spec_envelope.judge(status, output, expected, bound, run.envelope, run.compute, traits)
+
+
+def _flattened(run: Checked) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A tuple launch's outputs, references and tolerance bounds, one after another (as its envelope holds them)."""
+    prepared = run.prepared
+    magnitudes = prepared.magnitude or (None,) * len(prepared.expected)
+    outs, exps, bounds = [], [], []
+    for out, exp, tol, mag in zip(run.launch.output, prepared.expected, prepared.tolerance, magnitudes):
+        exp = np.asarray(exp, np.float64).reshape(np.shape(out))
+        outs.append(np.asarray(out).reshape(-1))
+        exps.append(exp.reshape(-1))
+        bounds.append(np.asarray(tol.bound(exp, None if mag is None else np.asarray(mag).reshape(exp.shape)),
+                                 np.float64).reshape(-1))
+    return np.concatenate(outs), np.concatenate(exps), np.concatenate(bounds)
 
 
 def record_launch(result: Result, run: Checked) -> None:
@@ -183,7 +214,7 @@ def record_launch(result: Result, run: Checked) -> None:
         result.metrics["contraction"] = contraction
     refined = within_envelope(status, run, (result.device_info or {}).get("traits"))
     if refined is not None:
-        result.status, result.reason = refined.status.name, refined.reason
+        result.status, result.reason = refined.status.name, refined.reason or result.reason
         result.flags = [*result.flags, *refined.flags]
         result.metrics["envelope"] = {**refined.metrics, "tolerance_status": status.name}
     if launched.stale:

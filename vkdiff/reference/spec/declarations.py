@@ -55,6 +55,8 @@ class Declaration:
     """Half buffer variants convert each element to float32 before computing (``float(t_in[i])``)."""
     rules: Mapping[str, str] = dataclasses.field(default_factory=dict)
     complete: bool = True
+    outputs: tuple[str, ...] = ()
+    """Names of a tuple-returning op's outputs, as a witness returns them."""
 
     def compute(self, variant: str) -> str:
         """The dtype the variant ``variant`` computes in: a texture variant's texels are ``vec4`` whatever the image
@@ -164,5 +166,37 @@ DECLARED: dict[str, Declaration] = {
                                                 "(a two-pass variance, or precise, is portable)"),
                                 ("division", "dividing as x * (1 / n) moves mean and sum_sq / n by an ULP each, which "
                                              "the cancellation magnifies (a two-pass variance is portable)"))}),
+    "aten.native_layer_norm.default": Declaration(
+        witness=witnesses.layer_norm_buffer, liberties=("contraction", "division", "pow", "subnormal_flush"),
+        variants=r"^native_layer_norm_buffer_", outputs=("out", "mean", "rstd"), complete=False,
+        source="native_layer_norm_buffer.glsl: a strided two-pass mean and variance in T, then rstd = pow(var + "
+               "T(epsilon), T(-0.5)) and (x - mean) * rstd * w + b",
+        rules={"pow": "rstd = pow(var + epsilon, -0.5) is inherited from exp2(-0.5 * log2(x)): in float16 exp2 may be "
+                      "1 + 2|x| ULP off, several units at the rstd of a near-constant row (inversesqrt, 1 ULP, is "
+                      "portable)",
+               "subnormal_flush": "T(epsilon) is a float16 subnormal for epsilon 1e-5: a device that flushes float16 "
+                                  "subnormals adds 0, so a constant row's rstd is pow(0, -0.5) = inf and its outputs "
+                                  "NaN (epsilon added in float32 is portable)"}),
+    "aten.native_group_norm.default": Declaration(
+        witness=witnesses.group_norm_texture, liberties=("contraction", "division"), variants=r"^group_norm_texture_",
+        outputs=("out", "mean", "rstd"), complete=False,
+        source="group_norm_reduce_texture.glsl: sum and sum_sq per worker in float32, then sum_sq / count - mean * "
+               "mean and rstd = 1 / sqrt(variance + epsilon); group_norm_texture.glsl: (x - mean) * rstd * w + b",
+        rules={lib: "the one-pass variance sum_sq / count - mean * mean holds tolerance only where every rounding "
+                    "falls as on a device that adds separately and divides exactly: " + how
+               for lib, how in (("contraction", "contracted into fma(-mean, mean, sum_sq / count), a constant group's "
+                                                "variance may come out a tiny non-zero value, and rstd far from "
+                                                "1 / sqrt(epsilon) (a two-pass variance is portable)"),
+                                ("division", "dividing as x * (1 / count) moves mean and sum_sq / count by an ULP "
+                                             "each, which the cancellation magnifies (a two-pass variance is "
+                                             "portable)"))}),
+    "et_vk.adamw_step.default": Declaration(
+        witness=witnesses.adamw_step_buffer, liberties=("contraction", "division", "reassociation"),
+        variants=r"^adamw_step_buffer_", outputs=("param", "m", "v"), complete=False,
+        source="adamw_step.glsl: v = beta2 * v + (1.0 - beta2) * g * g, param = p - lr * mhat / (sqrt(vhat) + eps)",
+        rules={"reassociation": "(1.0 - beta2) * g * g is not precise, so a compiler may form it as (1.0 - beta2) * "
+                                "(g * g), which overflows float32 once |g| passes 1.8e19 where ATen's v' is finite: "
+                                "v' is inf and the element's update 0 (((1.0 - beta2) * g) * g declared precise is "
+                                "portable)"}),
 }
 """Declared arithmetic by full op name. An op not here is evaluated by its reference on flushed operands only."""

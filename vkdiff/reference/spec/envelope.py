@@ -49,24 +49,46 @@ class Envelope:
     """The declared formula evaluated exactly (float64), for telling a shader's own formula from a device's error."""
     source: str
     complete: bool
+    parts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """A tuple-returning op's outputs (name, shape), whose elements the bands hold one after another; empty for one
+    output, whose shape the bands have."""
+
+    def counts(self, mask: np.ndarray) -> list[int]:
+        """How many elements of ``mask`` are set in each output (one count for one output)."""
+        if not self.parts:
+            return [int(np.count_nonzero(mask))]
+        ends = np.cumsum([int(np.prod(shape)) for _, shape in self.parts])[:-1]
+        return [int(np.count_nonzero(part)) for part in np.split(np.ravel(mask), ends)]
+
+    def locate(self, flat: int) -> str:
+        """Where element ``flat`` of the flattened outputs lies: ``rstd [1, 0]``."""
+        for name, shape in self.parts:
+            size = int(np.prod(shape))
+            if flat < size:
+                return f"{name} {[int(i) for i in np.unravel_index(flat, shape)]}".strip()
+            flat -= size
+        return str([flat])
 
 
-def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray, variant: str,
+def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray | tuple[np.ndarray, ...], variant: str,
              reference: Callable[..., Any] | None = None, stored: str | None = None,
              past_range: np.ndarray | None = None) -> Envelope | None:
     """The envelope of ``op``'s launched ``variant`` on ``args`` (schema names), its result stored as ``stored``
     (default: the dtype it computes in), or None when no liberty can move it.
 
-    ``reference`` (the op's reference function) is needed only where no declaration describes the variant;
+    A tuple of outputs (``expected``) has an envelope only where a witness declares the shader, which computes them
+    all; ``reference`` (the op's reference function) is needed only where no declaration describes the variant;
     ``past_range`` marks elements whose finite reference ``expected`` holds as ±inf because ``stored`` cannot.
     """
-    expected = np.asarray(expected, np.float64)
     declared = declaration_for(op, variant)
     compute = compute_dtype(declared, variant)
+    if declared is not None and declared.witness is not None:
+        return _witnessed(declared, args, expected, compute)
+    if isinstance(expected, tuple):
+        return None
+    expected = np.asarray(expected, np.float64)
     if declared is None:
         return _undeclared(args, expected, compute, stored or compute, reference, past_range)
-    if declared.witness is not None:
-        return _witnessed(declared, args, expected, compute)
     stored = stored or compute
     exact_spec = Spec(compute)
     with np.errstate(all="ignore"):
@@ -98,20 +120,37 @@ def _rule(declared: Declaration, grant: tuple[str, ...]) -> str:
     return next((declared.rules[lib] for lib in grant if lib in declared.rules), "")
 
 
-def _witnessed(declared: Declaration, args: Mapping[str, Any], expected: np.ndarray, compute: str) -> Envelope:
-    """Bands between the shader as written and as a device taking each liberty runs it."""
-    base = np.reshape(declared.witness(args, compute, frozenset()), expected.shape)
+def _witnessed(declared: Declaration, args: Mapping[str, Any], expected: np.ndarray | tuple[np.ndarray, ...],
+               compute: str) -> Envelope:
+    """Bands between the shader as written and as devices taking each liberty run it; a tuple-returning op's outputs
+    flattened into one (``Envelope.parts`` says where each lies)."""
+    outputs = expected if isinstance(expected, tuple) else (expected,)
+    flat = np.concatenate([np.asarray(e, np.float64).reshape(-1) for e in outputs])
+
+    def run(grant: frozenset) -> list[np.ndarray]:
+        found = declared.witness(args, compute, grant)
+        evaluations = found if isinstance(found, list) else [found if isinstance(found, tuple) else (found,)]
+        return [np.concatenate([np.reshape(o, np.shape(e)).reshape(-1) for o, e in zip(one, outputs)])
+                for one in evaluations]
+
+    base = run(frozenset())[0]
     # Where the shader as written is finite and ATen not, or the other way (its own overflow, its own answer for one
     # element), it means something else than ATen's op: no liberty speaks there.
-    own = np.isfinite(base) != np.isfinite(expected)
+    own = np.isfinite(base) != np.isfinite(flat)
     bands = []
     for grant in _grants(list(declared.liberties)):
-        other = np.reshape(declared.witness(args, compute, frozenset(grant)), expected.shape)
-        lo, hi, nan = span(base, other)
-        lo, hi = np.where(own, expected, lo), np.where(own, expected, hi)
-        nan = np.where(own, np.isnan(expected), nan)
-        bands.append(_around(expected, base, lo, hi, nan, grant, _rule(declared, grant)))
-    return Envelope(bands=tuple(bands), exact=base, source=declared.source, complete=declared.complete)
+        lo, hi, nan = span(base, *run(frozenset(grant)))
+        lo, hi = np.where(own, flat, lo), np.where(own, flat, hi)
+        nan = np.where(own, np.isnan(flat), nan)
+        bands.append(_around(flat, base, lo, hi, nan, grant, _rule(declared, grant)))
+    if not isinstance(expected, tuple):  # one output: the bands in its shape
+        shape = np.shape(expected)
+        bands = [dataclasses.replace(b, lo=b.lo.reshape(shape), hi=b.hi.reshape(shape), nan=b.nan.reshape(shape))
+                 for b in bands]
+        return Envelope(bands=tuple(bands), exact=base.reshape(shape), source=declared.source,
+                        complete=declared.complete)
+    parts = tuple((name, tuple(np.shape(e))) for name, e in zip(declared.outputs or ("",) * len(outputs), outputs))
+    return Envelope(bands=tuple(bands), exact=base, source=declared.source, complete=declared.complete, parts=parts)
 
 
 def _around(expected: np.ndarray, exact: np.ndarray, lo: np.ndarray, hi: np.ndarray, nan: np.ndarray,

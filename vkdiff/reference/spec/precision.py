@@ -41,6 +41,10 @@ LIBERTIES: dict[str, str] = {
     "sin_cos": "sin and cos may be 2^-11 off inside [-pi, pi] (2^-7 in float16) and are unbounded outside; "
                "tan is inherited from sin / cos",
     "tanh": "tanh is inherited from (exp(x) - exp(-x)) / (exp(x) + exp(-x)), which overflows where exp does",
+    "pow": "pow(x, y) is inherited from exp2(y * log2(x)): log2's error, times y, and exp2's 3 + 2|x| ULP "
+           "(1 + 2|x| in float16)",
+    "reassociation": "an expression not declared precise may be evaluated in another order of its operations "
+                     "(a * b * c as a * (b * c))",
     "subnormal_flush": "a subnormal operand or result may be flushed to zero (no DenormPreserve)",
     "contraction": "a * b + c may be computed as one fma (one rounding) unless declared precise",
     "nan_clamp": "min, max and clamp of a NaN operand are undefined: a bound may come out instead of NaN",
@@ -249,7 +253,10 @@ class Spec:
         return self._in_range(iv, half_ulp=True, dtype=str(np.dtype(dtype)))
 
     def log(self, a: Interval) -> Interval:
-        exact = self._map(np.log, a)
+        return self._log_widened(self._map(np.log, a), a)
+
+    def _log_widened(self, exact: Interval, a: Interval) -> Interval:
+        """``log`` or ``log2`` of ``a`` (``exact``) widened by the spec's bound for them."""
         if not self._takes("log"):
             return exact
         near_one = (a.lo >= 0.5) & (a.hi <= 2.0)
@@ -315,3 +322,16 @@ class Spec:
             return self._map(np.tanh, a)
         up, down = self.result(self.exp(a)), self.result(self.exp(self.neg(a)))
         return self.div(self.result(self.sub(up, down)), self.result(self.add(up, down)))
+
+    def pow(self, a: Interval, y: float) -> Interval:
+        """``pow(a, y)`` of a positive ``a``, inherited from ``exp2(y * log2(a))`` (each builtin at its own precision);
+        exactly, ``pow`` itself."""
+        if not self._takes("pow"):
+            with np.errstate(all="ignore"):
+                return self._map(lambda v: np.power(v, y), a, increasing=y >= 0)
+        inner = Spec(self.dtype, self.grant | {"exp", "log"})
+        log2 = inner.result(inner._log_widened(inner._map(np.log2, a), a))
+        power = inner.result(inner.scale(log2, y))
+        exact = inner._map(np.exp2, power)
+        ulps = inner.column["exp"] + 2 * np.maximum(np.abs(power.lo), np.abs(power.hi))
+        return inner._ulps(inner._in_range(exact), np.nan_to_num(ulps, posinf=1e300), "exp")
