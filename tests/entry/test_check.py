@@ -50,7 +50,7 @@ def test_a_fault_in_one_node_is_reported_at_that_node_with_its_source_line(two_p
                           tamper={1: nudge(2, add_half_at_3)})
     assert result.status == Status.FAIL_NUMERIC.name, result.reason
     assert result.node == {"index": 2, "op": "et_vk.linear_q4gsw.default", "delegate": 1,
-                           "source": "head, factories.py:25"}
+                           "source": "head, factories.py:25", "args": {"group_size": "32"}}
     assert "first diverging node 2 of delegate 1 (et_vk.linear_q4gsw.default" in result.reason
     bad = [(n["delegate"], n["index"]) for n in result.metrics["nodes"] if n["status"] != "PASS"]
     assert bad == [(1, 2)], "later nodes fed the wrong value must not blame themselves"

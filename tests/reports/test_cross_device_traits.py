@@ -56,3 +56,16 @@ def test_disagreements_are_grouped_by_the_trait_their_results_name(tmp_path):
     assert _cases(section, "trait-fma-table") == [CONTRACTED]          # a known bug keyed by fma
     assert _cases(section, "trait-none-table") == [UNEXPLAINED]        # no trait names it: look here
     assert SAME not in section.text
+
+
+def test_a_program_that_hits_a_known_bug_fails_and_names_it(tmp_path):
+    """(On the device page, not the cross-device one; here for the trait-era expectation records.)"""
+    found = {"id": "etvk-conv2d-dw-base-clipped-window", "outcome": "known-bug", "reason": "conv2d_dw.glsl ...",
+             "minimal": "input [1, 1, 2, 2], weight [1, 1, 2, 2], padding 1"}
+    lines = [result("user.convnext[fp32-vulkan]", "mali", "FAIL_NUMERIC", device_info=DEVICE_INFO["mali"],
+                    expectation=found)]
+    render_reports([write_jsonl(tmp_path / "mali.jsonl", lines)], tmp_path / "report")
+    page = (tmp_path / "report" / "mali.html").read_text(encoding="utf-8")
+    assert "This program hits known ET-VK bug <code>etvk-conv2d-dw-base-clipped-window</code>" in page
+    assert "minimal shape: input [1, 1, 2, 2]" in page and "The program's failure stands" in page
+    assert 'id="status-known"' not in page, "not grouped with the known bugs: the program still fails"

@@ -124,7 +124,7 @@ def run_exit_code(results: Sequence, runner, interrupts: "Interrupts", allow_emp
 
 def report_line(result, console) -> None:
     """One line for a known bug, an unexpected pass or a failure (passes and skips stay quiet)."""
-    from vkdiff.verdicts.expectations import counts_as_failure
+    from vkdiff.verdicts.expectations import KNOWN_IN_PROGRAM, counts_as_failure
 
     first = result.reason.splitlines()[0] if result.reason else ""
     where = f"{result.case}@{result.device}" + (f" {result.rule}" if result.rule else "")
@@ -134,6 +134,10 @@ def report_line(result, console) -> None:
     elif outcome == "unexpected-pass":
         console.print(f"UNEXPECTED PASS {where}: expectation {result.expectation['id']} may be fixed upstream",
                       markup=False, style="magenta")
+    elif outcome == KNOWN_IN_PROGRAM:
+        found = result.expectation
+        console.print(f"{result.status} {where}: {first} [known ET-VK bug {found['id']}; minimal: "
+                      f"{found.get('minimal', '')}]", markup=False, style="red")
     elif counts_as_failure(result):
         console.print(f"{result.status} {where}: {first}", markup=False, style="red")
 

@@ -202,6 +202,10 @@ def style(status: str) -> StatusStyle:
 # --------------------------------------------------------------------------- records
 
 
+IN_PROGRAM = "known-bug"
+"""``Result.expectation["outcome"]`` of a finding matched inside a program (``vkdiff.verdicts.expectations``)."""
+
+
 @dataclasses.dataclass(kw_only=True, frozen=True)
 class Expectation:
     """A known upstream bug this result is expected to show (rendered as "known")."""
@@ -216,6 +220,13 @@ class Expectation:
     """What the harness made of it (``known``, ``unexpected-pass``), when it says."""
     traits: tuple[str, ...] = ()
     """The probed device traits the bug needs (a trait-keyed expectation), by name."""
+    minimal: str = ""
+    """A finding matched inside a program: its minimal shape."""
+
+    @property
+    def in_program(self) -> bool:
+        """A known ET-VK bug the program hits: the program's failure stands, and the report names the bug."""
+        return self.outcome == IN_PROGRAM
 
     @classmethod
     def from_value(cls, value: Any) -> "Expectation | None":
@@ -235,7 +246,8 @@ class Expectation:
         traits = get("traits", ()) or ()
         return cls(id=clip(get("id", "") or get("signature", "") or "", 80), link=link,
                    reason=clip(get("reason", "") or ""), outcome=clip(get("outcome", "") or "", 40),
-                   traits=tuple(clip(t, 60) for t in traits if isinstance(t, str)) if isinstance(traits, list) else ())
+                   traits=tuple(clip(t, 60) for t in traits if isinstance(t, str)) if isinstance(traits, list) else (),
+                   minimal=clip(get("minimal", "") or "", 300))
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -300,8 +312,8 @@ class Row:
 
     @property
     def known(self) -> bool:
-        """A failure that an expectation explains (xfail)."""
-        return self.expectation is not None and self.category == "fail"
+        """A failure that an expectation explains (xfail); not a program's failure that names a known bug it hits."""
+        return self.expectation is not None and self.category == "fail" and not self.expectation.in_program
 
     @property
     def stale(self) -> bool:

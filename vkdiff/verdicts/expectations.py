@@ -21,8 +21,15 @@ class Expectation:
     """One known bug and the results it explains."""
 
     id: str
-    case: str
-    """Regex over case ids."""
+    case: str = ""
+    """Regex over case ids. Empty: a finding matched inside any program (catalogue or a user's), by ``node_op``."""
+    node_op: str = ""
+    """Regex over the op of a program result's first diverging node (``result.node["op"]``)."""
+    node_args: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Per non-tensor argument of that node (by schema name), a regex its value as text must contain
+    (``approximate: '^none$'``, ``padding: '[1-9]'``)."""
+    minimal: str = ""
+    """The finding's minimal shape, named on a program's result it explains."""
     rule: tuple[str, ...] = ()
     """Rules of a model case the bug shows in (empty: any, and every kernel case)."""
     traits: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -66,7 +73,7 @@ class Expectation:
         """Same case and rule, on a device with the traits, vendor and driver named: the bug's territory, whatever the
         outcome."""
         info = result.device_info or {}
-        return (re.search(self.case, result.case) is not None
+        return (self._where(result)
                 and (not self.rule or result.rule in self.rule)
                 and (not self.traits or has_traits(info.get("traits"), self.traits))
                 and (not self.vendor or re.search(self.vendor, vendor_of(info), re.IGNORECASE) is not None)
@@ -74,6 +81,21 @@ class Expectation:
                      or re.search(self.driver, str(info.get("driver") or ""), re.IGNORECASE) is not None)
                 and (not self.transport or transport_of(result) in self.transport)
                 and (not self.validation or validation_of(result) in self.validation))
+
+    @property
+    def in_programs(self) -> bool:
+        """A finding matched by node inside any program, not by case id."""
+        return not self.case
+
+    def _where(self, result: Result) -> bool:
+        """The case, or for a finding in programs the first diverging node's op and arguments."""
+        if not self.in_programs:
+            return re.search(self.case, result.case) is not None
+        node = result.node or {}
+        args = node.get("args") or {}
+        return (re.search(self.node_op, str(node.get("op") or "")) is not None
+                and all(name in args and re.search(want, str(args[name])) is not None
+                        for name, want in self.node_args.items()))
 
     def explains(self, result: Result) -> bool:
         """The bug's territory, one of its statuses and signature, and its shape: the shader or node it shows in,
@@ -187,20 +209,32 @@ def _entry(e: dict[str, Any]) -> Expectation:
     if device != "all":
         raise ExpectationFileError(f"expectation {e.get('id')}: device {device!r}: an expectation names no product; "
                                    "key it by traits, vendor or driver")
+    if not e.get("case") and not (e.get("node_op") and e.get("minimal")):
+        raise ExpectationFileError(f"expectation {e.get('id')}: give a case regex, or for a finding matched inside "
+                                   "programs its node_op and minimal shape")
     unknown = sorted(set(e.get("traits") or {}) - set(TRAITS))
     if unknown:
         raise ExpectationFileError(f"expectation {e.get('id')}: no probe measures trait(s) {', '.join(unknown)}")
     return Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
                           "transport": tuple(e.get("transport", ())), "validation": tuple(e.get("validation", ())),
-                          "traits": dict(e.get("traits") or {})})
+                          "traits": dict(e.get("traits") or {}), "node_args": dict(e.get("node_args") or {})})
+
+
+KNOWN_IN_PROGRAM = "known-bug"
+"""The outcome of a finding matched inside a program: the program still fails (its result counts as a failure), and
+the result names the ET-VK bug it hits, with the finding's minimal shape."""
 
 
 def annotate(result: Result, expectations: Sequence[Expectation] | None = None) -> Result:
-    """Attach the matching expectation: ``known`` when it explains the failure, ``unexpected-pass`` when fixed."""
-    for exp in load() if expectations is None else expectations:
+    """Attach the matching expectation: ``known`` when it explains the failure, ``unexpected-pass`` when fixed; else a
+    finding matched inside the program, ``known-bug`` (still a failure)."""
+    entries = load() if expectations is None else expectations
+    for exp in sorted(entries, key=lambda e: e.in_programs):  # a case's own expectation first
         if exp.explains(result):
-            result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": "known",
-                                  **({"traits": sorted(exp.traits)} if exp.traits else {})}
+            outcome = KNOWN_IN_PROGRAM if exp.in_programs else "known"
+            result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": outcome,
+                                  **({"traits": sorted(exp.traits)} if exp.traits else {}),
+                                  **({"minimal": exp.minimal} if exp.minimal else {})}
             return result
         if exp.applies_to(result) and Status[result.status] is Status.PASS:
             outcome = "racy-pass" if exp.racy else "unexpected-pass"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from vkdiff.datamodel import Delegate, Source, Status, Tolerance
+from vkdiff.datamodel.wellformed import SCALAR_KINDS, VK_RAW_LISTS
 from vkdiff.executors.node_refs import NodeExpectation
 from vkdiff.verdicts.compare import ErrorStatistics
 
@@ -90,12 +91,28 @@ def compare_nodes(delegate: Delegate, run, expectations: list[NodeExpectation],
         records.append({"delegate": index, "index": node.index, "node_id": node_id,
                         "debug_handles": list((handles or {}).get(node_id, [])), "op": node.op,
                         "source": source.label() if source else "", "shader": node.shader,
-                        "launcher": node.launcher, "status": status.name, "outputs": outputs,
+                        "args": scalar_args(delegate, node.call), "launcher": node.launcher,
+                        "status": status.name, "outputs": outputs,
                         "host_ms": round(node.host_seconds * 1e3, 3),
                         "dispatches": [{"shader": d.shader, "global": list(d.global_wg), "local": list(d.local_wg),
                                         "spec": {str(k): v for k, v in d.spec.items()}, "prepack": d.prepack,
                                         "skipped": d.skipped} for d in node.dispatches]})
     return records
+
+
+SHOWN_KINDS = frozenset({*SCALAR_KINDS, *VK_RAW_LISTS, "Null"})
+"""Value kinds a node's record shows by value (``Null`` as None); tensors and value lists are named by id elsewhere."""
+
+
+def scalar_args(delegate: Delegate, call) -> dict[str, str]:
+    """The node's non-tensor arguments as text, by schema name (``approximate: none``, ``padding: [3, 3]``): what an
+    expectation matched inside a program reads."""
+    args = {}
+    for name, vid in call.args.items():
+        kind = delegate.values[vid].get("kind")
+        if kind in SHOWN_KINDS:
+            args[name] = str(delegate.value(vid))
+    return args
 
 
 def first_diverging(records: list[dict[str, Any]]) -> dict[str, Any] | None:

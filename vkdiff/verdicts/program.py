@@ -183,6 +183,7 @@ def _verdict(prepared: PreparedProgram, steps: list[dict], chosen: int, step: St
                   f"{worst['max_abs']:.3g}, {worst['mismatches']} elements over tolerance on its own inputs{versus}")
         node = {"index": bad["index"], "op": bad["op"], "delegate": bad["delegate"],
                 **({"source": bad["source"]} if bad["source"] else {}),
+                **({"args": bad["args"]} if bad.get("args") else {}),
                 **({"step": chosen} if len(steps) > 1 else {})}
         return Status[worst["status"]], dict(reason=reason, node=node, shader=bad["shader"], **common)
     skip = _worst_skip(delegates)
