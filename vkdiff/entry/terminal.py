@@ -140,6 +140,12 @@ def report_line(result, console) -> None:
                       f"{found.get('minimal', '')}]", markup=False, style="red")
     elif counts_as_failure(result):
         console.print(f"{result.status} {where}: {first}", markup=False, style="red")
+    made = (result.metrics or {}).get("driver_repro") or {}
+    if made.get("folder"):
+        amber = made.get("amber") or f"no Amber script: {made.get('amber_error', '')}"
+        console.print(f"  repro: {made['folder']} ({made['replay']}; {amber})", markup=False)
+    elif made.get("error"):
+        console.print(f"  repro: not written: {made['error']}", markup=False)
 
 
 STALE_PASS = "PASS (port-stale)"

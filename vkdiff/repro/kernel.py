@@ -73,12 +73,11 @@ def record_case(ctx, case: KernelCase, *, session_seed: int = 0, repro: str = ""
     from vkdiff.executors.references import prepare_case
     from vkdiff.executors.kernel import launch
 
-    trace = TraceDevice(ctx.device)
-    ctx.device = trace
     result = base_result(case, ctx.info.slug, Status.ERROR, seed=case.seed(session_seed), repro=repro,
                          device_info=ctx.info_dict, versions={"et_tree": ctx.builder.tree})
     prepared = prepare_case(case, session_seed)
-    launched = launch(ctx, case, prepared)
+    with ctx.recorded() as trace:
+        launched = launch(ctx, case, prepared)
     record_launch(result, checked(case.op, launched, prepared))
     return result, trace, prepared, launched
 
@@ -124,7 +123,9 @@ def _arithmetic_check(case: KernelCase, prepared, launched, plain: Check, tol) -
 def kernel_manifest(case: KernelCase, result: Result) -> dict[str, Any]:
     return {"case": case.id, "op": case.op, "device": result.device, "device_info": result.device_info,
             "verdict": {"status": result.status, "max_abs": result.metrics.get("max_abs"),
-                        "mismatches": result.metrics.get("mismatches")},
+                        "mismatches": result.metrics.get("mismatches"),
+                        "tolerance_status": (result.metrics.get("envelope") or {}).get("tolerance_status",
+                                                                                       result.status)},
             "shaders": result.shaders, "versions": result.versions, "seed": result.seed}
 
 

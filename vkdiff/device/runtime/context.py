@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Iterator, Mapping
 
 from vkdiff.device.runtime import workgroups
 from vkdiff.device.runtime.traits import device_traits
@@ -42,6 +43,21 @@ class DeviceContext:
         """``--local-wg``: the local workgroup size every dispatch (or one node's) takes instead of ET-VK's pick."""
         self._variants = builder.variants()
         self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}
+
+    @contextlib.contextmanager
+    def recorded(self) -> Iterator[Any]:
+        """The device wrapped in a recording ``TraceDevice`` with pipeline caches of its own, so that every module and
+        pipeline its work creates is recorded; the device and caches as they were afterwards (a repro taken
+        mid-run leaves the run's context untouched)."""
+        from vkdiff.device.transports.trace import TraceDevice
+
+        saved = self.device, self.pipelines, self._kernels
+        self.device = TraceDevice(saved[0])
+        self.pipelines, self._kernels = PipelineCache(self.device), {}
+        try:
+            yield self.device
+        finally:
+            self.device, self.pipelines, self._kernels = saved
 
     @property
     def info_dict(self) -> dict[str, Any]:

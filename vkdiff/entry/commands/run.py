@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     repairs_before = len(REPAIRS)
     tree, devices = resolve_inputs(args, console)
     runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src,
-                    repairs_from=repairs_before)
+                    repairs_from=repairs_before, repro_root=results_path.with_suffix(".repro"))
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:
