@@ -110,3 +110,8 @@ def test_infinite_literals_become_the_largest_finite_value_and_nothing_else_chan
     validate(clamped, tmp_path)
     finite = compile_glsl("scale_add.glsl")
     assert spirv.clamp_infinite_constants(finite) == (finite, 0)
+
+
+def test_relaxed_precision_is_read_from_the_module():
+    assert spirv.relaxed_precision(compile_glsl("mediump_scale.glsl"))
+    assert not spirv.relaxed_precision(compile_glsl("scale_add.glsl"))

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (quantized_decomposed
 
 from vkdiff import reference
 from vkdiff.cases.kernels import all_cases
+from vkdiff.device.graph import Launch
 from vkdiff.executors import references
 from vkdiff.executors.kernel import checked
 from vkdiff.verdicts.kernels import contraction_followed
@@ -195,11 +195,11 @@ def test_only_an_output_equal_to_a_whole_model_passes_as_contracted():
     (case,) = all_cases(r"^q8ta_add\[N2-C5-H3-W7-int8-buffer-int8x4_4w-mid\]$")
     prepared = references.prepare_case(case)
     fma_a = reference.contracted(case.op, prepared.args)["fma(a)"]
-    assert contraction_followed(checked(case.op, SimpleNamespace(output=fma_a, arithmetic=None, variant=""), prepared)) == "fma(a)"
+    assert contraction_followed(checked(case.op, Launch(output=fma_a, variant=""), prepared)) == "fma(a)"
     mixed = fma_a.copy()
     mixed.reshape(-1)[-1] = np.int8(min(int(mixed.reshape(-1)[-1]) + 1, 127) if mixed.reshape(-1)[-1] < 127 else 126)
-    assert contraction_followed(checked(case.op, SimpleNamespace(output=mixed, arithmetic=None, variant=""), prepared)) is None
-    assert contraction_followed(checked(case.op, SimpleNamespace(output=prepared.expected.astype(np.float32), arithmetic=None, variant=""), prepared)) is None
+    assert contraction_followed(checked(case.op, Launch(output=mixed, variant=""), prepared)) is None
+    assert contraction_followed(checked(case.op, Launch(output=prepared.expected.astype(np.float32), variant=""), prepared)) is None
 
 
 def test_the_contraction_models_keep_alpha():
@@ -210,4 +210,4 @@ def test_the_contraction_models_keep_alpha():
     for name, codes in reference.contracted(case.op, prepared.args).items():
         assert np.abs(codes.astype(int) - prepared.expected).max() <= 1, name
         assert (codes != without_alpha).sum() > 10, name
-    assert contraction_followed(checked(case.op, SimpleNamespace(output=without_alpha, arithmetic=None, variant=""), prepared)) is None
+    assert contraction_followed(checked(case.op, Launch(output=without_alpha, variant=""), prepared)) is None

@@ -209,3 +209,27 @@ def test_the_adamw_witness_overflows_only_when_reassociated():
         param, m, v = witnesses.adamw_step_buffer(args, "float32", grant)[0]
         assert bool(np.isfinite(v[0])) is finite and np.isfinite(v[1]), grant
     assert param[0] == pytest.approx(1 - 1e-5, rel=1e-6)        # an infinite v': the update is lost, decay only
+
+
+def test_relaxed_precision_rounds_every_result_to_float16():
+    x = np.array([1.0 + 2.0 ** -12, 70000.0])
+    exact = Spec("float32").result(Spec("float32").of(x))
+    assert exact.lo.tolist() == exact.hi.tolist() == x.tolist()
+    s = Spec("float32", {"relaxed_precision"})
+    relaxed = s.result(s.of(x))
+    assert relaxed.lo[0] <= 1.0 < x[0] <= relaxed.hi[0]                 # float16 holds 1.0 nearest
+    assert relaxed.hi[0] - relaxed.lo[0] == 2.0 ** -10                  # half a float16 step either way
+    assert relaxed.hi[1] == np.inf                                  # past float16's range
+
+
+def test_a_mediump_half_texture_tanh_is_not_portable_and_a_highp_one_is():
+    x = np.array([12.0, 0.5], np.float16)
+    expected = np.tanh(x.astype(np.float64))
+    relaxed = evaluate("aten.tanh.default", {"self": x}, expected, "tanh_half_texture3d", stored="float16",
+                       relaxed=True)
+    assert band(relaxed, "relaxed_precision").rule and band(relaxed, "relaxed_precision").hi[1] > expected[1]
+    widest = relaxed.bands[-1]
+    assert "relaxed_precision" in widest.liberties and widest.nan[0]      # tanh through a float16 exp: inf / inf
+    highp = evaluate("aten.tanh.default", {"self": x}, expected, "tanh_half_texture3d", stored="float16")
+    assert all("relaxed_precision" not in b.liberties for b in highp.bands)
+    assert not any(b.nan[0] for b in highp.bands)                        # float32's exp(12) is finite

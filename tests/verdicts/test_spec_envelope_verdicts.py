@@ -97,17 +97,15 @@ def test_a_passing_result_without_a_portability_rule_is_left_alone():
 
 def _floor_division_run(x: np.ndarray, y: np.ndarray, output: np.ndarray):
     """A checked floor-divide launch of ``output`` (stand-ins for the launch: only what judging reads)."""
-    from types import SimpleNamespace
-
     from vkdiff.datamodel import Tolerance
+    from vkdiff.device.graph import Launch
     from vkdiff.executors.kernel import checked
     from vkdiff.executors.references import Prepared
 
     prepared = Prepared(args={"self": x, "other": y, "rounding_mode": "floor"},
                         expected=np.floor(x.astype(np.float64) / y), magnitude=None,
                         tolerance=Tolerance.for_dtype(np.float32))
-    launch = SimpleNamespace(output=output, arithmetic=None, variant="binary_floor_divide_buffer", shaders=(),
-                             dispatch={}, polyfilled=False, clamped=False, stale="")
+    launch = Launch(output=output, variant="binary_floor_divide_buffer")
     return checked("aten.div.Tensor_mode", launch, prepared)
 
 
@@ -145,3 +143,16 @@ def test_a_tuple_op_is_judged_across_its_outputs_and_names_the_output():
     kept = judge(Status.FAIL_NUMERIC, device, flat, bound, env, "float16", {"pow_max_ulp": 8520.0})
     assert kept.status is Status.FAIL_NUMERIC and kept.metrics["unexplained"] == [1, 0, 0]
     assert kept.metrics["portability"]["liberties"] == ["pow"] and not kept.reason
+
+
+def test_a_device_that_computes_mediump_in_float32_refuses_the_relaxed_band():
+    x = np.array([2.0, 3.0], np.float16)
+    expected = np.sqrt(x.astype(np.float64))
+    env = evaluate("aten.sqrt.default", {"self": x}, expected, "sqrt_half_texture3d", stored="float16", relaxed=True)
+    device = expected + 3e-4                         # within a float16 rounding, far past float32's
+    bound = np.full(2, 1e-5)
+    takes = judge(Status.FAIL_NUMERIC, device, expected, bound, env, "float32", {"relaxed_precision_f16": True})
+    assert takes.status is Status.FAIL_PORTABILITY and "mediump" in takes.reason
+    assert "relaxed_precision" in takes.metrics["liberties"]
+    refuses = judge(Status.FAIL_NUMERIC, device, expected, bound, env, "float32", {"relaxed_precision_f16": False})
+    assert refuses.status is Status.FAIL_DRIVER      # its own probe computes mediump in float32: sqrt is 1e-7 off

@@ -45,7 +45,8 @@ def checked(op: str, launched: Launch, prepared: Prepared, *, emulate: bool = Tr
     return Checked(launch=launched, prepared=prepared,
                    emulation=emulation(op, prepared, launched.arithmetic) if emulate else None,
                    contractions=contractions(op, prepared, launched.output),
-                   envelope=envelope(op, prepared, launched.variant, launched.output),
+                   envelope=envelope(op, prepared, launched.variant, launched.output,
+                                     relaxed=launched.variant in launched.relaxed),
                    compute=compute_dtype(op, launched.variant))
 
 

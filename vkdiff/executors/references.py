@@ -56,7 +56,8 @@ class Prepared:
     emulations: dict[Arithmetic, Models | None] = dataclasses.field(default_factory=dict)
     """The reference with each declared arithmetic met so far (None: the op has no emulation)."""
     envelopes: dict[str, Envelope | None] = dataclasses.field(default_factory=dict)
-    """The spec envelope per launched variant (None: no liberty can move the output)."""
+    """The spec envelope per launched variant (``:relaxed`` appended where its SPIR-V is mediump; None: no liberty
+    can move the output)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -208,7 +209,7 @@ def compute_dtype(op: str, variant: str) -> str:
     return declared_compute(declaration_for(op, variant), variant)
 
 
-def envelope(op: str, prepared: Prepared, variant: str, output: Any) -> Envelope | None:
+def envelope(op: str, prepared: Prepared, variant: str, output: Any, relaxed: bool = False) -> Envelope | None:
     """The spec envelope of a float output, or of a tuple of them where a witness declares the shader
     (``vkdiff.reference.spec``), once per launched variant; None for an integer output, or where no liberty the spec
     grants can move it."""
@@ -216,10 +217,11 @@ def envelope(op: str, prepared: Prepared, variant: str, output: Any) -> Envelope
     if any(np.asarray(o).dtype.kind != "f" for o in outputs) or isinstance(output, tuple) != isinstance(
             prepared.expected, tuple):
         return None
-    if variant not in prepared.envelopes:
+    key = f"{variant}:relaxed" if relaxed else variant
+    if key not in prepared.envelopes:
         fn = reference.OPS[op].fn if op in reference.OPS else None
         with np.errstate(all="ignore"):
-            prepared.envelopes[variant] = evaluate_envelope(op, prepared.args, prepared.expected, variant, fn,
-                                                            stored=np.asarray(outputs[0]).dtype.name,
-                                                            past_range=prepared.past_range)
-    return prepared.envelopes[variant]
+            prepared.envelopes[key] = evaluate_envelope(op, prepared.args, prepared.expected, variant, fn,
+                                                        stored=np.asarray(outputs[0]).dtype.name,
+                                                        past_range=prepared.past_range, relaxed=relaxed)
+    return prepared.envelopes[key]

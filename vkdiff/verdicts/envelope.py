@@ -32,7 +32,7 @@ TRAIT_OF: dict[str, str] = {
     "division": "div_f32_max_ulp", "exp": "exp_max_ulp", "log": "log_max_ulp",
     "inversesqrt": "inversesqrt_max_ulp", "sin_cos": "sin_cos_max_abs", "tanh": "tanh_large",
     "subnormal_flush": "f32_denorm", "contraction": "fma", "nan_clamp": "nan_clamp", "overflow": "overflow",
-    "pow": "pow_max_ulp", "reassociation": "reassociation",
+    "pow": "pow_max_ulp", "reassociation": "reassociation", "relaxed_precision": "relaxed_precision_f16",
 }
 """The probed trait (``vkdiff.device.runtime.trait_probes.TRAITS``) that shows each liberty on a device (``overflow``,
 ``reassociation``: no probe yet; the flag names the liberty)."""
@@ -52,6 +52,7 @@ REFUSED_BY: dict[str, Callable[[Any, str], bool]] = {
     "contraction": lambda value, compute: value == "separate",
     "tanh": lambda value, compute: value == "saturates to +-1",
     "nan_clamp": lambda value, compute: value == "returns NaN",
+    "relaxed_precision": lambda value, compute: value is False,
 }
 """Per liberty, the probed value that says a device does not take it (the division probe measures float32 only).
 A liberty not here, or a trait not measured, may be taken."""

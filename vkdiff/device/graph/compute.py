@@ -39,6 +39,7 @@ from vkdiff.device.boundary import DispatchError, DtypeMismatchError, EtVkRefusa
 from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.shaders.dispatch import Batch
 from vkdiff.device.shaders.dispatch import dispatch as dispatch_pipeline
+from vkdiff.device.shaders.spirv import relaxed_precision
 from vkdiff.device.graph.sync import SyncRecorder
 from vkdiff.device.graph.vtensor import INT8X4, Layout, TensorSpec
 from vkdiff.device.runtime.resources import Storage, Tensor
@@ -160,6 +161,9 @@ class Launch:
     """True when any shader used had ``dotPacked4x8AccSatEXT`` emulated."""
     clamped: tuple[str, ...] = ()
     """Shaders whose infinite float literals were clamped to the largest finite value for naga."""
+    relaxed: tuple[str, ...] = ()
+    """Shaders whose SPIR-V has ``RelaxedPrecision`` values (GLSL ``mediump``), which a device may compute in
+    float16."""
     shaders: tuple[str, ...] = ()
     """Every variant dispatched (prepack shaders first)."""
     dispatch: dict = dataclasses.field(default_factory=dict)
@@ -194,6 +198,8 @@ class ComputeGraph:
         self.polyfilled = False
         self.clamped: set[str] = set()
         """Shaders run with infinite literals clamped (``spirv.clamp_infinite_constants``)."""
+        self.relaxed: set[str] = set()
+        """Shaders whose modules have ``RelaxedPrecision`` values (``spirv.relaxed_precision``)."""
         self.node: int | None = None
         """The delegate op being added (recorded on each node)."""
         self.node_seconds: dict[int | None, float] = {}
@@ -600,6 +606,8 @@ class ComputeGraph:
                 self.polyfilled |= built.polyfilled
                 if pipeline.infinities_clamped:
                     self.clamped.add(shader)
+                if relaxed_precision(built.spv):
+                    self.relaxed.add(shader)
                 if self._batch is not None:
                     self._batch.node = node.node
                 if self.sync is not None and not node.probe:
@@ -652,7 +660,7 @@ class ComputeGraph:
         shaders = tuple(d.shader for d in self.dispatches if d.prepack) + tuple(
             d.shader for d in self.dispatches if not d.prepack)
         return Launch(output=output, variant=main.shader, polyfilled=self.polyfilled, clamped=tuple(sorted(self.clamped)),
-                      shaders=shaders, index=index,
+                      relaxed=tuple(sorted(self.relaxed)), shaders=shaders, index=index,
                       dispatch={"global": main.global_wg, "local": main.local_wg, "spec": main.spec})
 
 

@@ -16,6 +16,7 @@ carried through untouched. The transforms keep the shader logic intact:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 import subprocess
 import tempfile
@@ -54,6 +55,7 @@ _SAMPLING_OPS = frozenset(range(87, 99))
 """OpImageSample*/OpImageFetch/OpImageGather/...: ops that take the sampled image itself."""
 
 EXEC_MODE_LOCAL_SIZE = 17
+DEC_RELAXED_PRECISION = 0
 DEC_SPEC_ID = 1
 DEC_BUILTIN = 11
 DEC_NON_WRITABLE = 24
@@ -157,6 +159,14 @@ def instructions(words: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
             raise SpirvError(f"bad instruction word count at word {i}")
         yield i, int(words[i]) & 0xFFFF, words[i + 1 : i + count]
         i += count
+
+
+@functools.lru_cache(maxsize=1024)
+def relaxed_precision(spv: bytes) -> bool:
+    """Whether the module decorates anything ``RelaxedPrecision`` (GLSL ``mediump``): a device may then compute
+    those values in float16."""
+    return any(op == OP_DECORATE and len(operands) >= 2 and int(operands[1]) == DEC_RELAXED_PRECISION
+               for _, op, operands in instructions(words_of(spv)))
 
 
 def _string(operands: np.ndarray) -> str:

@@ -72,13 +72,15 @@ class Envelope:
 
 def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray | tuple[np.ndarray, ...], variant: str,
              reference: Callable[..., Any] | None = None, stored: str | None = None,
-             past_range: np.ndarray | None = None) -> Envelope | None:
+             past_range: np.ndarray | None = None, relaxed: bool = False) -> Envelope | None:
     """The envelope of ``op``'s launched ``variant`` on ``args`` (schema names), its result stored as ``stored``
     (default: the dtype it computes in), or None when no liberty can move it.
 
     A tuple of outputs (``expected``) has an envelope only where a witness declares the shader, which computes them
     all; ``reference`` (the op's reference function) is needed only where no declaration describes the variant;
-    ``past_range`` marks elements whose finite reference ``expected`` holds as ±inf because ``stored`` cannot.
+    ``past_range`` marks elements whose finite reference ``expected`` holds as ±inf because ``stored`` cannot;
+    ``relaxed``: the variant's SPIR-V has ``RelaxedPrecision`` values (GLSL ``mediump``), so a declared formula is
+    also evaluated as a device computing them in float16 may (a witness runs as the shader's own types say).
     """
     declared = declaration_for(op, variant)
     compute = compute_dtype(declared, variant)
@@ -93,7 +95,7 @@ def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray | tuple[np.n
     exact_spec = Spec(compute)
     with np.errstate(all="ignore"):
         exact = np.broadcast_to(exact_spec.store(declared.formula(exact_spec, args), stored).point, expected.shape)
-    liberties = sorted(exact_spec.used)
+    liberties = sorted(exact_spec.used | ({"relaxed_precision"} if relaxed and compute == "float32" else set()))
     bands = []
     for grant in _grants(liberties):
         spec = Spec(compute, grant)
@@ -116,8 +118,14 @@ def _grants(liberties: list[str]) -> list[tuple[str, ...]]:
     return [(lib,) for lib in liberties] + ([tuple(liberties)] if len(liberties) > 1 else [])
 
 
+RELAXED_RULE = ("the shader declares its arithmetic mediump (RelaxedPrecision), which a device may compute in float16 "
+                "(a float32 computation is portable)")
+"""Where a declaration says nothing of ``relaxed_precision``: the shader chose mediump, so the shader is at fault."""
+
+
 def _rule(declared: Declaration, grant: tuple[str, ...]) -> str:
-    return next((declared.rules[lib] for lib in grant if lib in declared.rules), "")
+    rules = {"relaxed_precision": RELAXED_RULE, **declared.rules}
+    return next((rules[lib] for lib in grant if lib in rules), "")
 
 
 def _witnessed(declared: Declaration, args: Mapping[str, Any], expected: np.ndarray | tuple[np.ndarray, ...],

@@ -49,6 +49,8 @@ LIBERTIES: dict[str, str] = {
     "contraction": "a * b + c may be computed as one fma (one rounding) unless declared precise",
     "nan_clamp": "min, max and clamp of a NaN operand are undefined: a bound may come out instead of NaN",
     "overflow": "a finite value past a format's range converts to its largest finite value or to infinity",
+    "relaxed_precision": "values the shader declares mediump (RelaxedPrecision) may be computed in float16: each "
+                         "result rounded to it, infinite past 65504, builtins at float16's precision",
 }
 """Each liberty the spec grants that an envelope evaluates, and the spec's words for it."""
 
@@ -113,6 +115,10 @@ class Spec:
         if unknown:
             raise ValueError(f"Spec: unknown liberties {sorted(unknown)}; known: {', '.join(LIBERTIES)}")
         self.used: set[str] = set()
+        self.relaxed = "relaxed_precision" in self.grant and self.dtype == "float32"
+        """A mediump shader's float32 arithmetic computed in float16, every result rounded."""
+        if self.relaxed:
+            self.dtype = "float16"
         self.column = _F16_COLUMN if self.dtype == "float16" else _F32_COLUMN
 
     def _takes(self, liberty: str) -> bool:
@@ -133,8 +139,13 @@ class Spec:
             return bool(((values != 0) & (np.abs(values) < tiny)).any())
 
     def result(self, iv: Interval) -> Interval:
-        """A value the shader holds in ``dtype``: past its range infinite, a subnormal perhaps flushed to zero."""
+        """A value the shader holds in ``dtype``: past its range infinite, a subnormal perhaps flushed to zero (and,
+        relaxed, rounded to float16: half an ULP either way)."""
         out = self._in_range(iv, half_ulp=True)
+        if self.relaxed:
+            with np.errstate(invalid="ignore", over="ignore"):
+                half = 0.5 * ulp(np.maximum(np.abs(np.nan_to_num(out.lo)), np.abs(np.nan_to_num(out.hi))), "float16")
+            out = self._in_range(Interval(out.lo - half, out.hi + half, out.nan), half_ulp=True)
         if (self._has_subnormal(out.lo) or self._has_subnormal(out.hi)) and self._takes("subnormal_flush"):
             return self._hull(out, Interval(flush_subnormals(out.lo, self.dtype), flush_subnormals(out.hi, self.dtype),
                                             out.nan))
