@@ -88,6 +88,32 @@ def _sigmoid(s: Spec, x: Interval) -> Interval:
     return s.div(one, s.result(s.add(one, s.result(s.exp(s.neg(x))))))
 
 
+GELU_K = 0.7978845608
+"""``sqrt(2 / 3.141593)`` as glslang folds it."""
+
+
+def _gelu(s: Spec, x: Interval) -> Interval:
+    cube = s.result(s.mul(s.result(s.mul(s.result(s.scale(x, 0.044715)), x)), x))
+    inner = s.result(s.scale(s.result(s.add(x, cube)), GELU_K))
+    half_x = s.result(s.scale(x, 0.5))
+    return s.mul(half_x, s.result(s.add(s.const(1.0, x), s.result(s.tanh(inner)))))
+
+
+def _power_of(s: Spec, x: Interval, y: float) -> Interval:
+    """``power_of``: ``pow(|x|, y)`` (defined: |x| > 0), negated for a negative base and an odd integral ``y``; a zero
+    base is 1 for ``y = 0``, else 0."""
+    magnitude = s.pow_of(s.abs(x), s.const(y, x))
+    odd = float(y).is_integer() and int(y) % 2 == 1
+    negative = x.hi < 0
+    if odd:
+        magnitude = Interval(np.where(negative, -magnitude.hi, magnitude.lo),
+                             np.where(negative, -magnitude.lo, magnitude.hi), magnitude.nan)
+    zero = (x.lo == 0) & (x.hi == 0)
+    at_zero = 1.0 if y == 0 else 0.0
+    return Interval(np.where(zero, at_zero, magnitude.lo), np.where(zero, at_zero, magnitude.hi),
+                    np.where(zero, False, magnitude.nan))
+
+
 def _div_mode(s: Spec, args: Mapping[str, Any]) -> Interval:
     """``floor(X / Y)`` whatever the mode (``BinaryOp.cpp`` registers ``div.Tensor_mode`` as ``floor_divide``)."""
     return s.result(s.floor(s.result(s.div(s.of(args["self"]), s.of(args["other"])))))
@@ -166,6 +192,35 @@ DECLARED: dict[str, Declaration] = {
                                                 "(a two-pass variance, or precise, is portable)"),
                                 ("division", "dividing as x * (1 / n) moves mean and sum_sq / n by an ULP each, which "
                                              "the cancellation magnifies (a two-pass variance is portable)"))}),
+    "aten.abs.default": Declaration(formula=_unary(lambda s, x: s.abs(x)), source="unary_op.yaml abs: abs(X)",
+                                    buffer_in_float32=True),
+    "aten.neg.default": Declaration(formula=_unary(lambda s, x: s.neg(x)), source="unary_op.yaml neg: -X",
+                                    buffer_in_float32=True),
+    "aten.gelu.default": Declaration(
+        formula=_unary(_gelu), buffer_in_float32=True,
+        source="unary_op.yaml gelu: 0.5 * X * (1 + tanh(sqrt(2 / 3.141593) * (X + 0.044715 * X * X * X)))",
+        rules={"tanh": "gelu's tanh(sqrt(2 / pi) * (x + 0.044715 x^3)) is inherited from exp(x), which overflows "
+                       "float32 once the argument passes 88.7 (|x| past 13.5): inf / inf, NaN where ATen gives x "
+                       "or -0 (a portable shader clamps the argument, as the tanh shader does to +-15)"}),
+    "aten.round.default": Declaration(
+        formula=_unary(lambda s, x: s.round(x)), source="unary_op.yaml round: round(X)", buffer_in_float32=True,
+        rules={"round_half": "GLSL round(x) takes a half-way value in a direction the implementation chooses, "
+                             "ATen rounds it to even (roundEven is portable)"}),
+    "aten.minimum.default": Declaration(
+        formula=lambda s, args: s.result(s.minimum(s.of(args["self"]), s.of(args["other"]))),
+        source="binary_op_{buffer,texture}.yaml minimum: min(X, Y)", complete=False,
+        rules={"nan_min_max": "GLSL min(x, y) of a NaN operand is undefined, ATen propagates the NaN (a portable "
+                              "shader tests isnan first)"}),
+    "aten.pow.Tensor_Tensor": Declaration(
+        formula=lambda s, args: s.result(s.pow_of(s.of(args["self"]), s.of(args["exponent"]))),
+        source="binary_op_{buffer,texture}.yaml pow: pow(X, Y)", complete=False,
+        rules={"pow": "GLSL pow(x, y) is undefined for x < 0 (and for x = 0 with y <= 0), where ATen's power is "
+                      "real for an integral exponent ((-2)^2 = 4): a device may give NaN or anything (power_of, "
+                      "which pow.Tensor_Scalar uses, takes |x| and restores the sign: portable)"}),
+    "aten.pow.Tensor_Scalar": Declaration(
+        formula=lambda s, args: s.result(_power_of(s, s.of(args["self"]), float(args["exponent"]))),
+        source="binary_op_defs.glslh power_of: 0^y as 1 or 0, else pow(abs(x), y) with the sign of an odd integral "
+               "y", buffer_in_float32=True, complete=False),
     "aten.native_layer_norm.default": Declaration(
         witness=witnesses.layer_norm_buffer, liberties=("contraction", "division", "pow", "subnormal_flush"),
         variants=r"^native_layer_norm_buffer_", outputs=("out", "mean", "rstd"), complete=False,

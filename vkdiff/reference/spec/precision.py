@@ -42,7 +42,10 @@ LIBERTIES: dict[str, str] = {
                "tan is inherited from sin / cos",
     "tanh": "tanh is inherited from (exp(x) - exp(-x)) / (exp(x) + exp(-x)), which overflows where exp does",
     "pow": "pow(x, y) is inherited from exp2(y * log2(x)): log2's error, times y, and exp2's 3 + 2|x| ULP "
-           "(1 + 2|x| in float16)",
+           "(1 + 2|x| in float16); undefined for x < 0, and for x = 0 with y <= 0",
+    "nan_min_max": "min and max of a NaN operand are undefined: the other operand (or NaN) may come out",
+    "round_half": "round(x) of a value half-way between two integers may go either way (the implementation's "
+                  "choice)",
     "reassociation": "an expression not declared precise may be evaluated in another order of its operations "
                      "(a * b * c as a * (b * c))",
     "subnormal_flush": "a subnormal operand or result may be flushed to zero (no DenormPreserve)",
@@ -346,3 +349,49 @@ class Spec:
         exact = inner._map(np.exp2, power)
         ulps = inner.column["exp"] + 2 * np.maximum(np.abs(power.lo), np.abs(power.hi))
         return inner._ulps(inner._in_range(exact), np.nan_to_num(ulps, posinf=1e300), "exp")
+
+    def pow_of(self, a: Interval, y: Interval) -> Interval:
+        """GLSL ``pow(a, y)`` of interval operands: exactly, ``a ** y``; under ``pow``, inherited from
+        ``exp2(y * log2(a))`` where ``a > 0``, and anything at all where GLSL leaves it undefined."""
+        if not self._takes("pow"):
+            with np.errstate(all="ignore"):
+                lo, hi, nan = span(*(np.power(p, q) for p in (a.lo, a.hi) for q in (y.lo, y.hi)))
+            return Interval(lo, hi, a.nan | y.nan | nan)
+        inner = Spec(self.dtype, self.grant | {"exp", "log"})
+        positive = Interval(np.where(a.lo > 0, a.lo, 1.0), np.where(a.hi > 0, a.hi, 1.0), a.nan)
+        log2 = inner.result(inner._log_widened(inner._map(np.log2, positive), positive))
+        power = inner.result(inner.mul(log2, y))
+        ulps = inner.column["exp"] + 2 * np.maximum(np.abs(power.lo), np.abs(power.hi))
+        out = inner._ulps(inner._in_range(inner._map(np.exp2, power)), np.nan_to_num(ulps, posinf=1e300), "exp")
+        undefined = (a.lo < 0) | ((a.lo <= 0) & (y.lo <= 0))
+        return Interval(np.where(undefined, -np.inf, out.lo), np.where(undefined, np.inf, out.hi),
+                        out.nan | undefined | y.nan)
+
+    def _min_max(self, fn, a: Interval, b: Interval) -> Interval:
+        """``min``/``max``: NaN propagated exactly (as ATen), and under ``nan_min_max`` the other operand (or NaN)."""
+        with np.errstate(invalid="ignore"):
+            lo, hi = fn(a.lo, b.lo), fn(a.hi, b.hi)
+        out = Interval(lo, hi, a.nan | b.nan | np.isnan(lo) | np.isnan(hi))
+        either = a.nan | b.nan
+        if not (either.any() and self._takes("nan_min_max")):
+            return out
+        other_lo = np.where(a.nan, b.lo, a.lo)
+        other_hi = np.where(a.nan, b.hi, a.hi)
+        return Interval(np.where(either, other_lo, out.lo), np.where(either, other_hi, out.hi), out.nan)
+
+    def minimum(self, a: Interval, b: Interval) -> Interval:
+        return self._min_max(np.minimum, a, b)
+
+    def abs(self, a: Interval) -> Interval:
+        straddles = (a.lo < 0) & (a.hi > 0)
+        lo, hi, _ = span(np.abs(a.lo), np.abs(a.hi))
+        return Interval(np.where(straddles, 0.0, lo), hi, a.nan)
+
+    def round(self, a: Interval) -> Interval:
+        """GLSL ``round``: exactly, half to even (as ATen); under ``round_half`` a half-way value either way."""
+        exact = self._map(np.round, a)
+        with np.errstate(invalid="ignore"):
+            half = (np.abs(a.lo - np.trunc(a.lo)) == 0.5) | (np.abs(a.hi - np.trunc(a.hi)) == 0.5)
+        if not (half.any() and self._takes("round_half")):
+            return exact
+        return Interval(np.where(half, np.floor(a.lo), exact.lo), np.where(half, np.ceil(a.hi), exact.hi), exact.nan)
