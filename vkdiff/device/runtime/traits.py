@@ -14,10 +14,13 @@ is not cached. Nothing here raises: a probe never aborts a run.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import dataclasses
 import functools
 import hashlib
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -208,6 +211,19 @@ def _each(traits: tuple[str, ...], what: str, why: str) -> dict[str, Any]:
     return {name: {what: why} for name in traits}
 
 
+def _compile_ahead(sources: list[str]) -> None:
+    """Every probe's SPIR-V built (or read from the cache) at once, glslc processes side by side: a cold probe pays
+    for the slowest compile, not their sum. What fails here fails again, and is recorded, in ``load``."""
+    def one(source: str) -> None:
+        try:
+            compile_probe(source)
+        except (BuildError, CacheCorruptError):
+            pass
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        list(pool.map(one, sources))
+
+
 def measure(device: Transport, info: DeviceInfo) -> dict[str, Any]:
     """Every trait of ``info``'s device, measured now (uncached): see the module's docstring."""
     started = time.perf_counter()
@@ -215,6 +231,7 @@ def measure(device: Transport, info: DeviceInfo) -> dict[str, Any]:
     glslc = ""
     try:
         loaded = []
+        _compile_ahead([p.source for p in trait_probes.probes() if set(p.needs) <= set(info.features)])
         for probe in trait_probes.probes():
             lacking = [name for name in probe.needs if name not in info.features]
             if lacking:
