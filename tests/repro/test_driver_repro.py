@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from vkdiff.device.transports.adapters import create_device
 from vkdiff.entry import cli
 from vkdiff.harness import kernels as harness_kernels
 from vkdiff.harness.runner import Runner
+from vkdiff.repro.driver import write_driver_repro
 
 LOG10_SUBNORMAL = "log10[C3-H5-W6-fp32-buffer-subnormal]"
 """Holds infinities (log10 of inf and of 0) that an Amber script cannot state."""
@@ -34,7 +36,8 @@ def test_a_driver_failure_writes_its_repro_as_the_run_goes(et_tree, tmp_path, mo
     monkeypatch.setattr(harness_kernels, "run_case", judged_a_driver_bug)
     (case,) = all_cases("^" + SIN.replace("[", r"\[").replace("]", r"\]") + "$")
     runner = Runner(tree=TreeChoice(path=et_tree, note="pinned"), adapters=[first_adapter()],
-                    repro_root=tmp_path / "run.repro")
+                    on_driver_bug=functools.partial(write_driver_repro, root=str(tmp_path / "run.repro"),
+                                                    session_seed=0))
     (result,) = runner.run(case, runner.slugs[0])
     made = result.metrics["driver_repro"]
     folder = tmp_path / "run.repro" / f"sin_C3-H5-W6-fp32-buffer_@{runner.slugs[0]}"

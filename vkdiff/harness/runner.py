@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from vkdiff.cases.kernels import KernelCase
@@ -95,15 +94,17 @@ class Runner:
         repairs_from (int | None): index in the process's repair log from which ``new_repairs`` reports
             (the log's length before the tree was chosen); None: from now on.
         setup (Callable | None): module-level function device workers call first (extra ops of a test).
-        repro_root (Path | None): where a ``FAIL_DRIVER`` kernel case's repro folder and Amber script are written
-            (``vkdiff.harness.driver_repro``, one folder per case and device); None: not written.
+        on_driver_bug (Callable | None): ``fn(ctx, case=...)`` called for a ``FAIL_DRIVER`` kernel case (in the
+            device's worker when cases run isolated); what it returns goes into ``metrics["driver_repro"]``
+            (``vkdiff.repro.driver.write_driver_repro``: the case's repro folder and Amber script). None: nothing.
     """
 
     def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]],
                  settings: RunSettings = RunSettings(), et_src: str | None = None, repairs_from: int | None = None,
-                 setup: Callable[[], None] | None = None, repro_root: Path | None = None):
+                 setup: Callable[[], None] | None = None,
+                 on_driver_bug: Callable[..., dict[str, Any]] | None = None):
         self.tree = tree
-        self.repro_root = repro_root
+        self.on_driver_bug = on_driver_bug
         self.settings = settings
         self.timeout, self.route, self.limits_profile = settings.timeout, settings.route, settings.limits_profile
         self.seed, self.repeat = settings.seed, settings.repeat
@@ -229,20 +230,16 @@ class Runner:
                               prepared=self._prepared(case), repro=repro)
         if self.limits_profile:
             result.knobs = {**result.knobs, "limits": self.limits_profile}
-        if result.status == Status.FAIL_DRIVER.name and self.repro_root is not None:
+        if result.status == Status.FAIL_DRIVER.name and self.on_driver_bug is not None:
             result.metrics["driver_repro"] = self._driver_repro(case, device)
         return result
 
     def _driver_repro(self, case: KernelCase, device: str) -> dict[str, Any]:
-        """The case recorded again and written as a repro folder with an Amber script (in the device's worker when
-        cases run isolated)."""
-        from vkdiff.harness.driver_repro import write_driver_repro
-
-        kwargs = {"case": case, "root": str(self.repro_root), "session_seed": self.seed}
+        """``on_driver_bug`` for the case, in the device's worker when cases run isolated."""
         if self.timeout is not None:
             return self._isolated(device, lambda status, **f: {"error": f.get("reason", status.name)},
-                                  write_driver_repro, **kwargs)
-        return write_driver_repro(self._context(device), **kwargs)
+                                  self.on_driver_bug, case=case)
+        return self.on_driver_bug(self._context(device), case=case)
 
     def _run_model_on_device(self, case: ModelCase, device: str, repro: str) -> Result:
         from vkdiff.harness.device_models import check_on_device

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 from pathlib import Path
 from typing import Sequence
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from vkdiff.cases.sampling import sampled
     from vkdiff.datamodel import REPAIRS
     from vkdiff.harness.runner import Runner
+    from vkdiff.repro.driver import write_driver_repro
     from vkdiff.store import ResultStore
 
     console = terminal_console(stderr=True, soft_wrap=True)
@@ -57,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     repairs_before = len(REPAIRS)
     tree, devices = resolve_inputs(args, console)
     runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src,
-                    repairs_from=repairs_before, repro_root=results_path.with_suffix(".repro"))
+                    repairs_from=repairs_before, on_driver_bug=functools.partial(
+                        write_driver_repro, root=str(results_path.with_suffix(".repro")), session_seed=args.seed))
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:

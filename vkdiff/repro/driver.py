@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from vkdiff.cases.kernels import KernelCase
+from vkdiff.repro.amber import AmberExportError, write_amber
+from vkdiff.repro.kernel import kernel_checks, kernel_manifest, record_case, write_bundle
 
 __all__ = ["folder_for", "write_driver_repro"]
 
@@ -19,9 +21,8 @@ def folder_for(root: Path, case_id: str, device: str) -> Path:
 
 def write_driver_repro(ctx, case: KernelCase, root: str, session_seed: int) -> dict[str, Any]:
     """Record ``case`` on ``ctx`` and write its folder under ``root``: what ``Result.metrics["driver_repro"]`` holds
-    (the folder, the Amber script or why none was written, and the status the recording itself got)."""
-    from vkdiff.repro.amber import AmberExportError, write_amber
-    from vkdiff.repro.kernel import kernel_checks, kernel_manifest, record_case, write_bundle
+    (the folder, the Amber script or why none was written, and the status the recording itself got). The runner
+    calls it (``Runner(on_driver_bug=...)``, with ``root`` and ``session_seed`` bound) in the device's worker."""
 
     try:
         result, trace, prepared, launched = record_case(ctx, case, session_seed=session_seed)
