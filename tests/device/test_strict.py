@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from tests.testutils import compile_glsl, requires_test_spirv, requires_tree, requires_vulkan
+from tests.testutils import compile_glsl, isolated, requires_test_spirv, requires_tree, requires_vulkan
 from vkdiff.device.runtime import resources
 from vkdiff.device.shaders import spirv, strict
 from vkdiff.device.shaders.dispatch import dispatch
@@ -70,3 +70,36 @@ def test_et_vk_modules_rewritten_by_every_rule_stay_valid(et_tree, tmp_path, var
     done = subprocess.run([shutil.which("spirv-val"), "--target-env", "vulkan1.1", str(path)], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
+
+
+def strict_run(spv: bytes, a: np.ndarray, b: np.ndarray) -> tuple[str, str, bool, np.ndarray]:
+    """In the child: the division shader on the first adapter through raw Vulkan under the strict profile; (slug,
+    profile, whether the loaded module is the rewritten one, output)."""
+    from vkdiff.device.shaders.dispatch import PipelineCache
+    from vkdiff.device.transports.adapters import create_device, select
+
+    info, adapter = select(via="vulkan", profile="strict")[0]
+    device = create_device(info, adapter)
+    pipeline = PipelineCache(device).get(spv, {}, (64, 1, 1), label="strict_div")
+    out = resources.poisoned(device, a.shape, F32, "buffer")
+    dispatch(device, pipeline, [out, resources.buffer_tensor(device, a), resources.buffer_tensor(device, b)],
+             (a.size, 1, 1))
+    return info.slug, info.profile, pipeline.module == strict.rewrite(spv, ["division"]), resources.read(device, out)
+
+
+def test_the_raw_transport_loads_every_module_rewritten_under_the_strict_profile():
+    a, b = F32([41.0, 47.0, 6.0, 1.0]), F32([41.0, 47.0, 3.0, 3.0])
+    slug, profile, rewritten, got = isolated(strict_run, compile_glsl("strict_div.glsl"), a, b)
+    assert slug.endswith("-strict") and profile == "strict" and rewritten, "a repro records what was loaded"
+    np.testing.assert_array_equal(got, a * (F32(1) / b))
+
+
+def test_the_strict_profile_needs_the_raw_transport():
+    from vkdiff.datamodel.settings import RunSettings, SettingsError
+
+    with pytest.raises(SettingsError, match="add --transport vulkan"):
+        RunSettings(device_profile="strict")
+    with pytest.raises(SettingsError, match="use strict"):
+        RunSettings(device_profile="fast", transport="vulkan")
+    settings = RunSettings(device_profile="strict", transport="vulkan")
+    assert RunSettings.from_environment(settings.environment()) == settings

@@ -16,8 +16,12 @@ VALIDATIONS = ("", "sync", "gpu")
 """``--validate``: off, the hazard check (with the Khronos layer's synchronization validation on raw Vulkan), and
 that plus the layer's GPU-assisted validation."""
 
+DEVICE_PROFILES = ("", "strict")
+"""``--device-profile``: off, or the raw transport rewriting every module as the least accurate conformant device
+computes (``vkdiff.device.shaders.strict``)."""
+
 ENVIRONMENT = {"transport": "VKDIFF_TRANSPORT", "validate": "VKDIFF_VALIDATE", "replays": "VKDIFF_REPLAYS",
-               "local_wg": "VKDIFF_LOCAL_WG"}
+               "local_wg": "VKDIFF_LOCAL_WG", "device_profile": "VKDIFF_DEVICE_PROFILE"}
 """The settings a process may take from its environment, and the variable of each."""
 
 
@@ -47,12 +51,19 @@ class RunSettings:
     """``--mode graph --replays N``: whole-graph replays of every model case's delegates after the node-by-node run."""
     local_wg: str | None = None
     """``--local-wg XxYxZ[@NODE]``: the local workgroup size every dispatch (or one node's) takes."""
+    device_profile: str = ""
+    """``--device-profile``: ``strict`` rewrites every module the raw transport loads (``DEVICE_PROFILES``)."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"transport {self.transport!r}: use one of {', '.join(TRANSPORTS)}")
         if self.validate not in VALIDATIONS:
             raise SettingsError(f"validation {self.validate!r}: use sync or gpu")
+        if self.device_profile not in DEVICE_PROFILES:
+            raise SettingsError(f"device profile {self.device_profile!r}: use strict")
+        if self.device_profile and self.transport != "vulkan":
+            raise SettingsError(f"--device-profile {self.device_profile} rewrites the SPIR-V the raw transport loads: "
+                                "add --transport vulkan")
         if self.repeat < 1 or self.replays < 0:
             raise SettingsError(f"repeat {self.repeat}, replays {self.replays}: repeat at least 1, replays at least 0")
 
@@ -74,7 +85,7 @@ class RunSettings:
     def environment(self) -> dict[str, str]:
         """The variables a process this run starts reads its settings from."""
         values = {"transport": self.transport, "validate": self.validate, "replays": str(self.replays) if self.replays
-                  else "", "local_wg": self.local_wg or ""}
+                  else "", "local_wg": self.local_wg or "", "device_profile": self.device_profile}
         return {ENVIRONMENT[name]: value for name, value in values.items() if value}
 
 

@@ -147,7 +147,8 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
     path = Path(results or f"vkdiff-results/check-{stamp}.jsonl")
     settings = RunSettings.from_environment(seed=options.get("seed", 0), repeat=repeat, route=route,
                                             limits_profile=limits_profile)
-    adapters = select(list(devices), via=settings.transport, validate=settings.validate)
+    adapters = select(list(devices), via=settings.transport, validate=settings.validate,
+                      profile=settings.device_profile)
     runner = Runner(tree=choose_tree(et_src), adapters=adapters, settings=settings, et_src=et_src)
     host = check_case(case, runner.shader_variants()) if case is not None else []
     found = run_cases(cases, host, runner, ResultStore(path))

@@ -139,6 +139,10 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
                    "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory; on raw Vulkan the "
                    "Khronos layer's synchronization validation too, and with 'gpu' its GPU-assisted validation "
                    "(FAIL_OOB for accesses past a descriptor) (env VKDIFF_VALIDATE)")
+    addoption(f"--{prefix}device-profile", choices=("strict",), default=None,
+              help="strict: the raw transport rewrites every module so the device computes as the least accurate "
+                   "conformant one may (division as a reciprocal multiply, tanh through exp; needs --transport "
+                   "vulkan; the device's slug gains -strict; env VKDIFF_DEVICE_PROFILE)")
     addoption(f"--{prefix}local-wg", metavar="XxYxZ[@NODE]", type=parse_local_wg, default=None,
               help="Local workgroup size every dispatch takes (or only delegate node NODE's) instead of ET-VK's pick "
                    "(env VKDIFF_LOCAL_WG); bisect knob and bisect device sweep it")
@@ -194,7 +198,8 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
     parser.add_argument("--seed", metavar="INT", type=int, default=0, help="Session seed")
 
 
-SETTINGS = ("seed", "repeat", "route", "limits_profile", "timeout", "transport", "validate", "local_wg")
+SETTINGS = ("seed", "repeat", "route", "limits_profile", "timeout", "transport", "validate", "local_wg",
+            "device_profile")
 """Options that are run settings under the same name (``replays`` counts only with ``--mode graph``)."""
 
 

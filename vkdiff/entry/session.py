@@ -213,7 +213,8 @@ class VkdiffSession:
         from vkdiff.device.transports.adapters import NoAdapterError, UnknownDeviceError, select
 
         try:
-            return select(self.selectors, via=self.settings.transport, validate=self.settings.validate)
+            return select(self.selectors, via=self.settings.transport, validate=self.settings.validate,
+                          profile=self.settings.device_profile)
         except (NoAdapterError, UnknownDeviceError) as exc:
             raise pytest.UsageError(str(exc)) from None
 

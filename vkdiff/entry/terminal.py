@@ -91,7 +91,8 @@ def resolve_inputs(args: argparse.Namespace, console):
     try:
         ensure_cache_writable()
         settings = args.settings
-        devices = select(args.device, via=settings.transport, validate=settings.validate)
+        devices = select(args.device, via=settings.transport, validate=settings.validate,
+                         profile=settings.device_profile)
         tree = choose_tree(args.et_src)
         if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
             glslc_version()

@@ -59,7 +59,8 @@ def _open_context(spec: WorkerSpec):
     from vkdiff.device.runtime.context import DeviceContext
 
     settings = spec.settings
-    info, adapter = select([spec.slug], via=settings.transport, validate=settings.validate)[0]
+    info, adapter = select([spec.slug], via=settings.transport, validate=settings.validate,
+                           profile=settings.device_profile)[0]
     builder = ShaderBuilder(Path(spec.tree) if spec.tree else None)
     return DeviceContext(info, adapter, builder, settings.limits_profile, settings=settings)
 

@@ -34,7 +34,8 @@ def tree_and_adapter(et_src: str | None, device: str | None, settings: RunSettin
 
     try:
         tree = choose_tree(et_src)
-        adapters = select([device] if device else [], via=settings.transport, validate=settings.validate)
+        adapters = select([device] if device else [], via=settings.transport, validate=settings.validate,
+                          profile=settings.device_profile)
     except (EtSourceError, UnknownDeviceError) as exc:
         raise SelectionError(str(exc)) from None
     if tree.path is None:

@@ -58,7 +58,8 @@ def probe_version() -> str:
 def cache_key(info: DeviceInfo) -> str:
     """The trait cache key: driver (with its version), device, transport, the features it was opened with, probes."""
     identity = {"driver": info.driver, "name": info.name, "vendor_id": info.vendor_id, "backend": info.backend,
-                "transport": info.transport, "features": sorted(info.features), "probe": probe_version()}
+                "transport": info.transport, "features": sorted(info.features), "probe": probe_version(),
+                "profile": info.profile}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from vkdiff.device.shaders.spirv import OP_CONSTANT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, SpirvError
 from vkdiff.device.shaders.spirv import instructions, words_of
 
-__all__ = ["RULES", "rewrite"]
+__all__ = ["PROFILES", "RULES", "rewrite"]
 
 OP_EXT_INST_IMPORT, OP_EXT_INST, OP_FUNCTION = 11, 12, 54
 OP_CONSTANT_COMPOSITE, OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV = 44, 127, 129, 131, 133, 136
@@ -111,6 +111,8 @@ def _tanh(m: _Module) -> None:
 
 RULES: dict[str, Callable[[_Module], None]] = {"division": _division, "tanh": _tanh}
 """Each rule of the strict profile, by the liberty it takes (``vkdiff.reference.spec.precision.LIBERTIES``)."""
+PROFILES: dict[str, tuple[str, ...]] = {"": (), "strict": tuple(RULES)}
+"""``--device-profile``: the rules each profile's raw transport applies to every module it loads."""
 
 
 def rewrite(spv: bytes, rules: Iterable[str]) -> bytes:

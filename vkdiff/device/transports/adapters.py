@@ -70,6 +70,9 @@ class DeviceInfo:
     transport: str = "wgpu"
     """How vkdiff reaches the device: ``wgpu`` (naga re-translates every module) or ``vulkan`` (raw Vulkan: the
     SPIR-V as built); with ``vulkan``, ``features`` also lists the device's own (``vk:shaderInt8``…)."""
+    profile: str = ""
+    """``--device-profile`` its modules are rewritten under (``strict``: as the least accurate conformant device
+    computes; the slug says so, ``llvmpipe-strict``); ``""``: as built."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -99,7 +102,7 @@ def _info(adapter: Any) -> DeviceInfo:
     info = adapter.info
     vendor_id = int(info.get("vendor_id", 0))
     return DeviceInfo(
-        slug=_slug(info.get("device", ""), vendor_id),
+        slug=_slug(info.get("device", ""), vendor_id) + (f"-{adapter.profile}" if adapter.profile else ""),
         name=info.get("device", ""),
         vendor=info.get("vendor", "") or _VENDORS.get(vendor_id, f"{vendor_id:#06x}"),
         vendor_id=vendor_id,
@@ -110,6 +113,7 @@ def _info(adapter: Any) -> DeviceInfo:
                                                                                             ())),
         limits={k: int(adapter.limits[k]) for k in REPORTED_LIMITS if k in adapter.limits},
         transport=adapter.transport,
+        profile=adapter.profile,
     )
 
 
@@ -124,13 +128,13 @@ def _unique_slugs(infos: list[DeviceInfo]) -> list[DeviceInfo]:
 
 
 def enumerate_adapters(backend: str | None = "Vulkan", via: str = "wgpu",
-                       validate: str = "") -> list[tuple[DeviceInfo, Any]]:
+                       validate: str = "", profile: str = "") -> list[tuple[DeviceInfo, Any]]:
     """Every adapter of ``backend`` (all backends when None) through transport ``via``, with its DeviceInfo (raw
     Vulkan lists the loader's physical devices, on an instance with ``validate``'s validation layer)."""
     if via == "vulkan":
         from vkdiff.device.transports.vk_device import adapters as raw_adapters
 
-        adapters = raw_adapters(validate)
+        adapters = raw_adapters(validate, profile)
         infos = _unique_slugs([_info(a) for a in adapters])
         return list(zip(infos, adapters))
     import wgpu
@@ -168,7 +172,7 @@ def _no_adapter(promise: str) -> NoAdapterError:
 
 
 def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan", via: str = "wgpu",
-           validate: str = "") -> list[tuple[DeviceInfo, Any]]:
+           validate: str = "", profile: str = "") -> list[tuple[DeviceInfo, Any]]:
     """Adapters matching any selector (slug, or case-insensitive substring of name/driver).
 
     With no selector, ``$VKDIFF_DEVICE`` is used when set, else every adapter is chosen.
@@ -177,7 +181,7 @@ def select(selectors: Sequence[str] = (), backend: str | None = "Vulkan", via: s
         UnknownDeviceError: a selector matched nothing; the message lists the slugs.
         NoAdapterError: no Vulkan adapter at all where ``device_promised()`` (names every adapter seen).
     """
-    found = enumerate_adapters(backend, via, validate)
+    found = enumerate_adapters(backend, via, validate, profile)
     promise = device_promised()
     if not found and promise and backend == "Vulkan":
         raise _no_adapter(promise)

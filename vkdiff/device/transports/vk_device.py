@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vkdiff.device.boundary import DeviceLimitError
+from vkdiff.device.shaders import strict
 from vkdiff.device.runtime import layouts
 from vkdiff.device.boundary import DispatchError
 from vkdiff.device.shaders.dispatch import Pipeline
@@ -71,9 +72,11 @@ def instance(validate: str = "") -> Any:
 class VkAdapter:
     """One physical device, described as wgpu describes an adapter (``info``, ``features``, ``limits``)."""
 
-    def __init__(self, physical: Any, raw: RawDevice, validate: str = ""):
+    def __init__(self, physical: Any, raw: RawDevice, validate: str = "", profile: str = ""):
         self.physical = physical
         self.raw = raw
+        self.profile = profile
+        """``--device-profile`` (``vkdiff.device.shaders.strict.PROFILES``): rules applied to every module loaded."""
         self.validate = layered(validate)
         """The validation layer's mode on this adapter's instance (``""``: none)."""
         self.info = {"device": raw.name, "vendor_id": raw.vendor_id, "vendor": "",
@@ -132,15 +135,16 @@ def probe() -> list[RawDevice]:
     return [adapter.raw for adapter in adapters()]
 
 
-def adapters(validate: str = "") -> list[VkAdapter]:
-    """Every physical device the loader lists, on the instance for ``validate`` (``RunSettings.validate``).
+def adapters(validate: str = "", profile: str = "") -> list[VkAdapter]:
+    """Every physical device the loader lists, on the instance for ``validate`` (``RunSettings.validate``), its
+    devices loading every module under ``profile``'s rules.
 
     Raises:
         RawVulkanError: no binding, no loader, or instance creation failed.
     """
     vk = binding()
     created = instance(validate)
-    return [VkAdapter(p, describe(vk, p, created), validate) for p in vk.vkEnumeratePhysicalDevices(created)]
+    return [VkAdapter(p, describe(vk, p, created), validate, profile) for p in vk.vkEnumeratePhysicalDevices(created)]
 
 
 def _enable_chain(vk: Any, raw: RawDevice) -> tuple[Any, list[Any]]:
@@ -287,7 +291,9 @@ class VkDevice:
 
     def create_pipeline(self, spv: bytes, spec_constants: dict, local_size: tuple[int, int, int],
                         label: str) -> Pipeline:
-        """The module exactly as glslc built it, specialised (``vk_commands.create_pipeline``)."""
+        """The module exactly as glslc built it (rewritten by the adapter's device profile, ``strict.rewrite``; a
+        repro records what was loaded), specialised (``vk_commands.create_pipeline``)."""
+        spv = strict.rewrite(spv, strict.PROFILES[self.adapter.profile])
         handle, layout, reflection = create_pipeline(self, spv, spec_constants, local_size, label)
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
                         spec=dict(spec_constants))

@@ -131,6 +131,8 @@ class WgpuAdapter:
     are wgpu's."""
 
     transport = "wgpu"
+    profile = ""
+    """wgpu loads modules as naga translates them: no device profile."""
 
     def __init__(self, adapter: Any):
         self.inner = adapter

@@ -112,7 +112,7 @@ def _commit(args: argparse.Namespace, case) -> int:
                                f"repository)")
     try:
         adapters = select([args.device] if args.device else [], via=args.settings.transport,
-                          validate=args.settings.validate)
+                          validate=args.settings.validate, profile=args.settings.device_profile)
     except UnknownDeviceError as exc:
         raise SelectionError(str(exc)) from None
     if not adapters:
@@ -172,7 +172,8 @@ def _device(args: argparse.Namespace, case) -> int:
         raise SelectionError(str(exc)) from None
     adapters = {info.slug: (info, adapter) for info, adapter in select([args.device] if args.device else [],
                                                                        via=args.settings.transport,
-                                                                       validate=args.settings.validate)}
+                                                                       validate=args.settings.validate,
+                                                                       profile=args.settings.device_profile)}
     if tree.path is None or not adapters:
         raise SelectionError(tree.note if tree.path is None else "no Vulkan adapter found")
     kernel = isinstance(case, KernelCase)
