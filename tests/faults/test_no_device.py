@@ -15,7 +15,8 @@ KERNELS = r"^linear_q4gsw\[M1-K64-N40-g32-fp32-"
 @pytest.fixture
 def no_adapters(monkeypatch):
     """Adapter discovery that finds nothing (a broken loader, a missing driver, a regression in vkdiff)."""
-    monkeypatch.setattr(adapters, "enumerate_adapters", lambda backend="Vulkan", via="wgpu", validate="": [])
+    monkeypatch.setattr(adapters, "enumerate_adapters",
+                        lambda backend="Vulkan", via="wgpu", validate="", profile="": [])
 
 
 def test_the_cli_refuses_in_one_line_when_a_device_is_promised(no_adapters, monkeypatch, capsys, tmp_path):
@@ -42,7 +43,7 @@ def test_a_tree_without_an_adapter_is_not_a_green_run(no_adapters, monkeypatch, 
 def test_a_discovery_error_is_never_no_adapters(monkeypatch):
     from tests import testutils
 
-    def broken(backend="Vulkan", via="wgpu", validate=""):
+    def broken(backend="Vulkan", via="wgpu", validate="", profile=""):
         raise RuntimeError("vkEnumeratePhysicalDevices: VK_ERROR_INITIALIZATION_FAILED")
 
     monkeypatch.setattr(adapters, "enumerate_adapters", broken)
@@ -54,7 +55,7 @@ def test_a_pytest_session_that_finds_no_adapter_fails_in_one_line(pytester, monk
     """What ``.ci/run`` sees with a vkdiff whose adapter discovery returns nothing."""
     monkeypatch.setenv(adapters.REQUIRE_ENV, "1")
     pytester.makeconftest("import vkdiff.device.transports.adapters as a\n"
-                          "a.enumerate_adapters = lambda backend='Vulkan', via='wgpu', validate='': []\n")
+                          "a.enumerate_adapters = lambda backend='Vulkan', via='wgpu', validate='', profile='': []\n")
     result = pytester.runpytest_subprocess("--vkdiff", "--vkdiff-suite", "kernels", "--vkdiff-cases", KERNELS,
                                            "--et-src=none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
