@@ -96,9 +96,10 @@ def test_the_raw_transport_loads_every_module_rewritten_under_the_strict_profile
 
 def test_the_strict_profile_needs_the_raw_transport():
     from vkdiff.datamodel.settings import RunSettings, SettingsError
+    from vkdiff.entry.options import route_transport_problem
 
-    with pytest.raises(SettingsError, match="add --transport vulkan"):
-        RunSettings(device_profile="strict")
+    assert route_transport_problem(RunSettings(device_profile="strict")).endswith("add --transport vulkan")
+    assert route_transport_problem(RunSettings(device_profile="strict", transport="vulkan")) is None
     with pytest.raises(SettingsError, match="use strict"):
         RunSettings(device_profile="fast", transport="vulkan")
     settings = RunSettings(device_profile="strict", transport="vulkan")

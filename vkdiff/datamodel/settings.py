@@ -61,9 +61,6 @@ class RunSettings:
             raise SettingsError(f"validation {self.validate!r}: use sync or gpu")
         if self.device_profile not in DEVICE_PROFILES:
             raise SettingsError(f"device profile {self.device_profile!r}: use strict")
-        if self.device_profile and self.transport != "vulkan":
-            raise SettingsError(f"--device-profile {self.device_profile} rewrites the SPIR-V the raw transport loads: "
-                                "add --transport vulkan")
         if self.repeat < 1 or self.replays < 0:
             raise SettingsError(f"repeat {self.repeat}, replays {self.replays}: repeat at least 1, replays at least 0")
 

@@ -216,13 +216,17 @@ def run_settings(options: Mapping[str, Any], prefix: str = "") -> RunSettings:
 
 
 def route_transport_problem(settings: RunSettings) -> str | None:
-    """Why ``--route`` cannot run on the run's transport (one line, before device work), else None: a profile that
-    asks the device itself (``device``) needs raw Vulkan."""
-    from vkdiff.device.transports.adapters import REPORTS_DEVICE_FEATURES
+    """Why ``--route`` or ``--device-profile`` cannot run on the run's transport (one line, before device work), else
+    None: a profile that asks the device itself (``device``) needs raw Vulkan, and so does a device profile, which
+    rewrites the modules the transport loads as given."""
+    from vkdiff.device.transports.adapters import LOADS_MODULES_AS_GIVEN, REPORTS_DEVICE_FEATURES
     from vkdiff.device.runtime.routing import profiles
 
     route = settings.route
     if route and profiles().get(route, {}).get("from_device") and not REPORTS_DEVICE_FEATURES[settings.transport]:
         return (f"--route {route} answers ET-VK's queries from the device's own Vulkan features, which wgpu does not "
                 f"report: add --transport vulkan")
+    if settings.device_profile and not LOADS_MODULES_AS_GIVEN[settings.transport]:
+        return (f"--device-profile {settings.device_profile} rewrites the SPIR-V a transport loads as given, and "
+                f"{settings.transport} re-translates it: add --transport vulkan")
     return None

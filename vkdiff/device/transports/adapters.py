@@ -39,6 +39,8 @@ REPORTED_LIMITS = (
 
 REPORTS_DEVICE_FEATURES = {"wgpu": False, "vulkan": True}
 """Whether a transport's adapters report the device's own Vulkan features (what a ``from_device`` route reads)."""
+LOADS_MODULES_AS_GIVEN = {"wgpu": False, "vulkan": True}
+"""Whether a transport loads the SPIR-V it is given (a device profile rewrites it there; naga re-translates it)."""
 TRANSFORMS_MODULES = {"wgpu": True, "vulkan": False}
 """Whether a transport runs glslc's modules transformed (for naga, by spirv-opt, unless transformed ones are cached)."""
 ADAPTER_ENV = "VKDIFF_DEVICE"
