@@ -47,8 +47,114 @@ def test_tanh_through_exp_overflows_to_nan(gpu, pipelines):
     np.testing.assert_allclose(strict_out[2:], np.tanh(a[2:].astype(np.float64)), rtol=1e-6)
 
 
+def raw_dispatches(jobs: list[tuple[bytes, int, tuple[np.ndarray, ...]]]) -> list[np.ndarray]:
+    """In the child: each ``(module, output elements, inputs)`` on the first adapter through raw Vulkan (no
+    profile: the modules come rewritten), one invocation per element of the first input."""
+    from vkdiff.device.shaders.dispatch import PipelineCache
+    from vkdiff.device.transports.adapters import create_device, select
+
+    device = create_device(*select(via="vulkan")[0])
+    cache, outs = PipelineCache(device), []
+    for n, (spv, size, inputs) in enumerate(jobs):
+        out = resources.poisoned(device, (size,), F32, "buffer")
+        dispatch(device, cache.get(spv, {}, (64, 1, 1), label=f"job{n}"),
+                 [out, *(resources.buffer_tensor(device, x) for x in inputs)], (inputs[0].size, 1, 1))
+        outs.append(resources.read(device, out))
+    return outs
+
+
+SLOTS = ("pow", "tan", "sin", "exp", "log", "sqrt", "sinh", "mul", "exp2", "log2", "inversesqrt", "cos")
+"""The outputs of ``strict_builtins.glsl``, per invocation."""
+
+
+def _builtins(outs: np.ndarray) -> dict[str, np.ndarray]:
+    table = outs.reshape(-1, len(SLOTS))
+    return {name: table[:, k] for k, name in enumerate(SLOTS)}
+
+
+@pytest.fixture(scope="module")
+def builtins_run():
+    """``strict_builtins.glsl`` as written and under each builtin rule, on inputs that show each rule, and as
+    written again on the operands each rule's formula hands the device's own primitives."""
+    rng = np.random.default_rng(35)
+    a = np.concatenate([F32([np.pi / 2, -np.pi / 2, 80.0, 89.0, 1e-39, -1e-39, 1e-20, 0.3, 3.7]),
+                        rng.uniform(0.01, 60.0, 55).astype(F32)])
+    b = np.concatenate([F32([2.0, 2.0, 1.0, 3.0, 2.0, 2.0, 1e-20, -1.3, -2.0]), rng.uniform(-3, 3, 55).astype(F32)])
+    spv = compile_glsl("strict_builtins.glsl")
+    rules = ("pow", "sin_cos", "exp", "log", "inversesqrt", "tanh", "subnormal_flush")
+    size = a.size * len(SLOTS)
+    jobs = [(spv, size, (a, b)), (spv, size, (-a, b))] + [(strict.rewrite(spv, [r]), size, (a, b)) for r in rules]
+    outs = isolated(raw_dispatches, jobs)
+    plain, negated = _builtins(outs[0]), _builtins(outs[1])
+    with np.errstate(all="ignore"):
+        product = b * plain["log2"]
+    follow_up = isolated(raw_dispatches, [(spv, size, (a, product)), (spv, size, (a, a * F32(strict.LOG2_E)))])
+    return a, b, plain, negated, dict(zip(rules, map(_builtins, outs[2:]))), [_builtins(o) for o in follow_up]
+
+
+def test_builtin_rules_compute_what_their_formula_gives_from_the_devices_own_primitives(builtins_run):
+    a, b, plain, negated, ruled, (pow_parts, exp_parts) = builtins_run
+    same = np.testing.assert_array_equal
+    with np.errstate(all="ignore"):
+        same(ruled["pow"]["pow"], pow_parts["exp2"])                               # exp2(y * log2(x))
+        same(ruled["exp"]["exp"], exp_parts["exp2"])                               # exp2(x * log2(e))
+        same(ruled["log"]["log"], plain["log2"] * F32(strict.LN_2))
+        finite = np.isfinite(plain["inversesqrt"])                     # 1 / r: the device's division, 2.5 ULP
+        np.testing.assert_array_max_ulp(ruled["inversesqrt"]["sqrt"][finite], F32(1) / plain["inversesqrt"][finite],
+                                        maxulp=3)
+        same(ruled["tanh"]["sinh"], (plain["exp"] - negated["exp"]) * F32(0.5))
+        step = F32(2.0 ** -11)
+        sin, cos = (np.round(plain[k] / step) * step for k in ("sin", "cos"))
+        same(ruled["sin_cos"]["sin"], sin)
+        same(ruled["sin_cos"]["tan"], sin / cos)
+    assert np.isnan(ruled["pow"]["pow"][a < 0]).all(), "pow of a negative base is undefined: NaN through log2"
+    assert np.isfinite(plain["tan"][:2]).all() and np.isinf(ruled["sin_cos"]["tan"][:2]).all(), \
+        "tan at float32(pi / 2): cos within 2^-12 of its value is 0"
+    assert np.abs(ruled["sin_cos"]["sin"] - np.sin(a.astype(np.float64)))[a < np.pi].max() <= 2.0 ** -11
+
+
+def test_subnormal_flush_reads_and_computes_subnormals_as_zero_of_their_sign(builtins_run):
+    a, b, plain, _, ruled, _ = builtins_run
+    flushed, subnormal = ruled["subnormal_flush"], (a != 0) & (np.abs(a) < np.finfo(F32).tiny)
+    assert (plain["mul"][subnormal] != 0).all() and (flushed["mul"][subnormal] == 0).all()
+    assert np.array_equal(np.signbit(flushed["mul"][subnormal]), np.signbit(a[subnormal] * b[subnormal]))
+    assert (flushed["inversesqrt"][subnormal & (a > 0)] == np.inf).all(), "inversesqrt(+0): +inf"
+    assert (flushed["log2"][a == F32(1e-39)] == -np.inf).all()
+    tiny_product = a == F32(1e-20)                                   # 1e-40: computed subnormal, then flushed
+    assert plain["mul"][tiny_product][0] != 0 and flushed["mul"][tiny_product][0] == 0
+    normal = ~subnormal & ~tiny_product
+    for slot in SLOTS:
+        np.testing.assert_array_equal(flushed[slot][normal], plain[slot][normal], err_msg=slot)
+
+
+def test_contraction_computes_a_times_b_plus_c_with_one_rounding(rng):
+    a = np.concatenate([F32([1 + 2.0 ** -12]), rng.uniform(-4, 4, 63).astype(F32)])
+    b = np.concatenate([F32([1 + 2.0 ** -12]), rng.uniform(-4, 4, 63).astype(F32)])
+    c = np.concatenate([F32([-(1 + 2.0 ** -11)]), -(a[1:] * b[1:]) + rng.uniform(-1e-6, 1e-6, 63).astype(F32)])
+    spv = compile_glsl("strict_fma.glsl")
+    plain, fused = isolated(raw_dispatches, [(spv, a.size, (a, b, c)),
+                                             (strict.rewrite(spv, ["contraction"]), a.size, (a, b, c))])
+    exact = (a.astype(np.float64) * b + c).astype(F32)
+    np.testing.assert_array_equal(fused, exact)
+    assert plain[0] == 0 and fused[0] == F32(2.0 ** -24), "(1 + 2^-12)^2 - (1 + 2^-11) is 2^-24 fused, 0 rounded"
+
+
+def test_relaxed_precision_rounds_each_mediump_result_to_float16(rng):
+    x = np.concatenate([F32([0.1, 30000.0, -30000.0]), rng.uniform(-100, 100, 61).astype(F32)])
+    spv = compile_glsl("mediump_scale.glsl")
+    assert spirv.relaxed_precision(spv)
+    plain, relaxed = isolated(raw_dispatches, [(spv, x.size, (x,)),
+                                               (strict.rewrite(spv, ["relaxed_precision"]), x.size, (x,))])
+    half = x.astype(np.float16).astype(F32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(relaxed, (half * F32(3) + F32(1)).astype(np.float16).astype(F32))
+    assert relaxed[1] == np.inf and relaxed[2] == -np.inf and np.isfinite(plain[1:3]).all(), "past 65504: infinite"
+    assert (relaxed != plain).any()
+
+
 def test_a_rewritten_module_is_valid_spirv_and_an_unknown_rule_is_refused():
-    for name in ("strict_div.glsl", "strict_tanh.glsl"):
+    for name in ("strict_div.glsl", "strict_tanh.glsl", "strict_builtins.glsl", "strict_fma.glsl",
+                 "mediump_scale.glsl"):
         out = strict.rewrite(compile_glsl(name), strict.RULES)
         spirv.reflect(out)
     with pytest.raises(spirv.SpirvError, match="unknown rule 'fast'"):
@@ -84,7 +190,7 @@ def strict_run(spv: bytes, a: np.ndarray, b: np.ndarray) -> tuple[str, str, bool
     out = resources.poisoned(device, a.shape, F32, "buffer")
     dispatch(device, pipeline, [out, resources.buffer_tensor(device, a), resources.buffer_tensor(device, b)],
              (a.size, 1, 1))
-    return info.slug, info.profile, pipeline.module == strict.rewrite(spv, ["division"]), resources.read(device, out)
+    return info.slug, info.profile, pipeline.module == strict.rewrite(spv, strict.PROFILES["strict"]), resources.read(device, out)
 
 
 def test_the_raw_transport_loads_every_module_rewritten_under_the_strict_profile():

@@ -1,21 +1,40 @@
 """The strict device profile (#35): SPIR-V rewritten so that any device computes as the Vulkan spec lets the least
 accurate conformant one.
 
-Each rule turns one liberty of the spec's "Precision and Operation of SPIR-V Instructions" into
-what the module asks for explicitly, so that lavapipe (or any device) takes it:
+Each rule turns one liberty of the spec's "Precision and Operation of SPIR-V Instructions"
+(``vkdiff.reference.spec.precision.LIBERTIES``) into what the module asks for explicitly, so that lavapipe (or any
+device) takes it:
 
-``division``
-    ``a / b`` as ``a * (1 / b)``: two correctly rounded operations, within the 2.5 ULP the spec
-    grants, and floor division of an integral quotient may land one below it.
 ``tanh``
-    GLSL.std.450 ``Tanh`` through the formula its precision is inherited from,
-    ``(exp(x) - exp(-x)) / (exp(x) + exp(-x))``: infinite over infinite, NaN, past ``|x| = 88.7``.
-Contraction is not a rule yet: GLSL.std.450 ``Fma`` is itself only "inherited from OpFMul followed
-by OpFAdd", and lavapipe computes it with two roundings (measured through wgpu), so rewriting to
-``Fma`` forces nothing; it needs an exact emulation (float64 products, or error-free transforms).
+    GLSL.std.450 ``Tanh``, ``Sinh`` and ``Cosh`` through the formulas their precision is inherited from,
+    ``(exp(x) - exp(-x)) / (exp(x) + exp(-x))`` and the like: infinite over infinite, NaN, past ``|x| = 88.7``.
+``pow``
+    ``pow(x, y)`` as ``exp2(y * log2(x))``: NaN for ``x < 0``, where the spec leaves it undefined.
+``sin_cos``
+    ``tan`` as ``sin / cos``; ``sin`` and ``cos`` rounded to a multiple of 2^-11 (2^-7 in float16), half the
+    absolute error the spec grants inside [-pi, pi].
+``exp``, ``log``
+    ``exp(x)`` as ``exp2(x * log2(e))`` and ``log(x)`` as ``log2(x) * ln(2)``, as hardware computes them: the
+    product's rounding grows with ``|x|``, the 3 + 2|x| ULP the spec allows.
+``inversesqrt``
+    ``sqrt(x)`` as ``1 / inversesqrt(x)``, the formula its precision is inherited from.
+``division``
+    ``a / b`` as ``a * (1 / b)``: two correctly rounded operations, within the 2.5 ULP the spec grants; floor
+    division of an integral quotient may land one below it.
+``contraction``
+    Every ``a * b + c`` (``OpFMul`` feeding ``OpFAdd`` or ``OpFSub``, neither ``NoContraction``) and every
+    GLSL.std.450 ``Fma`` computed with one rounding: the product exact in float64, the sum rounded to float64 and
+    then to the type (within half a float64 ULP of the fused result). Needs ``shaderFloat64``; lavapipe computes
+    ``Fma`` itself with two roundings, so it must be spelled out.
+``relaxed_precision``
+    Every float32 result the module decorates ``RelaxedPrecision`` (GLSL ``mediump``) rounded to float16 and
+    back: infinite past 65504, as a device computing mediump at 16 bits gives. Needs ``shaderFloat16``.
+``subnormal_flush``
+    Every float value a shader reads or computes (loads, texel fetches, arithmetic, conversions, builtins,
+    subgroup reductions, constants) that is subnormal becomes zero of its sign, as without ``DenormPreserve``.
 
-The rewrite works on words and keeps every other instruction as it is; the constants it needs
-are added, and the id bound raised.
+The rules apply in the order of ``RULES``: those that make divisions before ``division``, ``subnormal_flush``
+last, so that it flushes what the others compute. Each keeps every instruction it does not rewrite as it is.
 """
 
 from __future__ import annotations
@@ -24,107 +43,185 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from vkdiff.device.shaders.spirv import OP_CONSTANT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, SpirvError
-from vkdiff.device.shaders.spirv import instructions, words_of
+from vkdiff.device.shaders.spirv import DEC_RELAXED_PRECISION, OP_CONSTANT, OP_LOAD, SpirvError
+from vkdiff.device.shaders.spirv_edit import OP_EXT_INST, Edit, float_bits, inst
 
 __all__ = ["PROFILES", "RULES", "rewrite"]
 
-OP_EXT_INST_IMPORT, OP_EXT_INST, OP_FUNCTION = 11, 12, 54
-OP_CONSTANT_COMPOSITE, OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV = 44, 127, 129, 131, 133, 136
-GLSL_TANH, GLSL_EXP = 21, 27
-ONE_BITS = {32: 0x3F800000, 16: 0x3C00}
-"""Bits of 1.0 by float width."""
+OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST = 115, 111, 112, 124
+OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD = 127, 129, 131, 133, 136, 140, 141
+OP_VECTOR_TIMES_SCALAR, OP_DOT = 142, 148
+OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ = 88, 95, 98
+OP_GROUP_FADD, OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX = 350, 352, 355, 358
+DEC_NO_CONTRACTION = 42
+GLSL_ROUND_EVEN, GLSL_FABS, GLSL_SIN, GLSL_COS, GLSL_TAN = 2, 4, 13, 14, 15
+GLSL_SINH, GLSL_COSH, GLSL_TANH, GLSL_POW, GLSL_EXP, GLSL_LOG, GLSL_EXP2, GLSL_LOG2 = 19, 20, 21, 26, 27, 28, 29, 30
+GLSL_SQRT, GLSL_INVERSE_SQRT, GLSL_STEP, GLSL_FMA = 31, 32, 48, 50
+LOG2_E, LN_2 = 1.4426950408889634, 0.6931471805599453
+SIN_COS_STEP = {32: 2.0 ** -11, 16: 2.0 ** -7}
+TINY = {32: 2.0 ** -126, 16: 2.0 ** -14}
+FLUSHED = frozenset({OP_LOAD, OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST, OP_FNEGATE, OP_FADD,
+                     OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD, OP_VECTOR_TIMES_SCALAR, OP_DOT, OP_EXT_INST,
+                     OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ, OP_GROUP_FADD, OP_GROUP_FMUL,
+                     OP_GROUP_FMIN, OP_GROUP_FMAX})
+"""Instructions whose float result a flushing device may flush (moves and selects pass flushed values on)."""
 
 
-def _inst(op: int, *operands: int) -> list[int]:
-    return [((len(operands) + 1) << 16) | op, *operands]
+def _calls(m: Edit, *numbers: int):
+    """``(offset, result type, result, first argument, all arguments)`` of each GLSL.std.450 call of ``numbers``."""
+    for at, op, ops in m.body():
+        if op == OP_EXT_INST and ops[2] == m.glsl and ops[3] in numbers:
+            yield at, ops[3], ops[0], ops[1], ops[4:]
 
 
-class _Module:
-    """A module being rewritten: instructions replaced by offset, constants and ids added."""
-
-    def __init__(self, spv: bytes):
-        self.words = words_of(spv)
-        self.bound = int(self.words[3])
-        self.insts = [(at, op, [int(v) for v in ops]) for at, op, ops in instructions(self.words)]
-        self.floats = {ops[0]: ops[1] for _, op, ops in self.insts if op == OP_TYPE_FLOAT}
-        self.vectors = {ops[0]: (ops[1], ops[2]) for _, op, ops in self.insts if op == OP_TYPE_VECTOR}
-        self.glsl = next((ops[0] for _, op, ops in self.insts if op == OP_EXT_INST_IMPORT
-                          and np.asarray(ops[1:], "<u4").tobytes().split(b"\0")[0] == b"GLSL.std.450"), None)
-        self.replaced: dict[int, list[int]] = {}
-        self.added_globals: list[int] = []
-        self._ones: dict[int, int] = {}
-
-    def fresh(self) -> int:
-        self.bound += 1
-        return self.bound - 1
-
-    def one(self, type_id: int) -> int:
-        """The id of a constant 1.0 of ``type_id`` (a float scalar or vector), added once."""
-        if type_id not in self._ones:
-            if type_id in self.floats:
-                made = self.fresh()
-                self.added_globals += _inst(OP_CONSTANT, type_id, made, ONE_BITS[self.floats[type_id]])
-            elif type_id in self.vectors:
-                component, count = self.vectors[type_id]
-                scalar = self.one(component)
-                made = self.fresh()
-                self.added_globals += _inst(OP_CONSTANT_COMPOSITE, type_id, made, *([scalar] * count))
-            else:
-                raise SpirvError(f"strict profile: no float type %{type_id} to make 1.0 of")
-            self._ones[type_id] = made
-        return self._ones[type_id]
-
-    def build(self) -> bytes:
-        out = list(self.words[:5])
-        out[3] = self.bound
-        for at, op, ops in self.insts:
-            if op == OP_FUNCTION and self.added_globals:
-                out += self.added_globals
-                self.added_globals = []
-            count = int(self.words[at]) >> 16
-            out += self.replaced.get(at, self.words[at: at + count].tolist())
-        return np.asarray(out, "<u4").tobytes()
+def _hyperbolic(m: Edit) -> None:
+    for at, number, rtype, result, (x,) in _calls(m, GLSL_TANH, GLSL_SINH, GLSL_COSH):
+        up, negated, down, num = (m.fresh() for _ in range(4))
+        words = (m.glsl_call(rtype, up, GLSL_EXP, x) + inst(OP_FNEGATE, rtype, negated, x)
+                 + m.glsl_call(rtype, down, GLSL_EXP, negated))
+        if number == GLSL_TANH:
+            den = m.fresh()
+            words += (inst(OP_FSUB, rtype, num, up, down) + inst(OP_FADD, rtype, den, up, down)
+                      + inst(OP_FDIV, rtype, result, num, den))
+        else:
+            words += (inst(OP_FSUB if number == GLSL_SINH else OP_FADD, rtype, num, up, down)
+                      + inst(OP_FMUL, rtype, result, num, m.constant(rtype, 0.5)))
+        m.replaced[at] = words
 
 
-def _division(m: _Module) -> None:
-    for at, op, ops in m.insts:
+def _pow(m: Edit) -> None:
+    for at, _, rtype, result, (x, y) in _calls(m, GLSL_POW):
+        log, product = m.fresh(), m.fresh()
+        m.replaced[at] = (m.glsl_call(rtype, log, GLSL_LOG2, x) + inst(OP_FMUL, rtype, product, y, log)
+                          + m.glsl_call(rtype, result, GLSL_EXP2, product))
+
+
+def _quantised(m: Edit, rtype: int, result: int, number: int, x: int) -> list[int]:
+    step = SIN_COS_STEP[m.float_shape(rtype)[0]]
+    exact, scaled, rounded = m.fresh(), m.fresh(), m.fresh()
+    return (m.glsl_call(rtype, exact, number, x) + inst(OP_FMUL, rtype, scaled, exact, m.constant(rtype, 1 / step))
+            + m.glsl_call(rtype, rounded, GLSL_ROUND_EVEN, scaled)
+            + inst(OP_FMUL, rtype, result, rounded, m.constant(rtype, step)))
+
+
+def _sin_cos(m: Edit) -> None:
+    for at, number, rtype, result, (x,) in _calls(m, GLSL_SIN, GLSL_COS, GLSL_TAN):
+        if number == GLSL_TAN:
+            sin, cos = m.fresh(), m.fresh()
+            m.replaced[at] = (_quantised(m, rtype, sin, GLSL_SIN, x) + _quantised(m, rtype, cos, GLSL_COS, x)
+                              + inst(OP_FDIV, rtype, result, sin, cos))
+        else:
+            m.replaced[at] = _quantised(m, rtype, result, number, x)
+
+
+def _exp(m: Edit) -> None:
+    for at, _, rtype, result, (x,) in _calls(m, GLSL_EXP):
+        scaled = m.fresh()
+        m.replaced[at] = (inst(OP_FMUL, rtype, scaled, x, m.constant(rtype, LOG2_E))
+                          + m.glsl_call(rtype, result, GLSL_EXP2, scaled))
+
+
+def _log(m: Edit) -> None:
+    for at, _, rtype, result, (x,) in _calls(m, GLSL_LOG):
+        log2 = m.fresh()
+        m.replaced[at] = (m.glsl_call(rtype, log2, GLSL_LOG2, x)
+                          + inst(OP_FMUL, rtype, result, log2, m.constant(rtype, LN_2)))
+
+
+def _inversesqrt(m: Edit) -> None:
+    for at, _, rtype, result, (x,) in _calls(m, GLSL_SQRT):
+        rsqrt = m.fresh()
+        m.replaced[at] = (m.glsl_call(rtype, rsqrt, GLSL_INVERSE_SQRT, x)
+                          + inst(OP_FDIV, rtype, result, m.constant(rtype, 1.0), rsqrt))
+
+
+def _division(m: Edit) -> None:
+    for at, op, ops in m.body():
         if op == OP_FDIV:
-            result_type, result, a, b = ops
+            rtype, result, a, b = ops
             reciprocal = m.fresh()
-            m.replaced[at] = (_inst(OP_FDIV, result_type, reciprocal, m.one(result_type), b)
-                              + _inst(OP_FMUL, result_type, result, a, reciprocal))
+            m.replaced[at] = (inst(OP_FDIV, rtype, reciprocal, m.constant(rtype, 1.0), b)
+                              + inst(OP_FMUL, rtype, result, a, reciprocal))
 
 
-def _tanh(m: _Module) -> None:
+def _fused(m: Edit, rtype: int, result: int, a: int, b: int, c: int, negate: str = "") -> list[int]:
+    """``a * b + c`` with one rounding (``negate`` names the operand taken negated: ``"a"`` or ``"c"``)."""
+    wide = m.float_type(64, m.float_shape(rtype)[1])
+    ids = {name: m.fresh() for name in ("a", "b", "c", "p", "s")}
+    words = [w for name, v in zip("abc", (a, b, c)) for w in inst(OP_FCONVERT, wide, ids[name], v)]
+    if negate:
+        negated = m.fresh()
+        words += inst(OP_FNEGATE, wide, negated, ids[negate])
+        ids[negate] = negated
+    return (words + inst(OP_FMUL, wide, ids["p"], ids["a"], ids["b"]) + inst(OP_FADD, wide, ids["s"], ids["p"], ids["c"])
+            + inst(OP_FCONVERT, rtype, result, ids["s"]))
+
+
+def _contraction(m: Edit) -> None:
+    precise = m.decorated(DEC_NO_CONTRACTION)
+    products = {ops[1]: ops[2:] for _, op, ops in m.body() if op == OP_FMUL and ops[1] not in precise}
+    for at, op, ops in m.body():
+        if op in (OP_FADD, OP_FSUB) and ops[1] not in precise and m.float_shape(ops[0]):
+            rtype, result, x, y = ops
+            if x in products:
+                m.replaced[at] = _fused(m, rtype, result, *products[x], y, "c" if op == OP_FSUB else "")
+            elif y in products:
+                m.replaced[at] = _fused(m, rtype, result, *products[y], x, "a" if op == OP_FSUB else "")
+    for at, _, rtype, result, (a, b, c) in _calls(m, GLSL_FMA):
+        m.replaced[at] = _fused(m, rtype, result, a, b, c)
+
+
+def _relaxed_precision(m: Edit) -> None:
+    relaxed = m.decorated(DEC_RELAXED_PRECISION)
+    for at, op, ops in m.body():
+        shape = m.float_shape(ops[0]) if op in FLUSHED and len(ops) > 1 and ops[1] in relaxed else None
+        if shape and shape[0] == 32:
+            m.replaced[at], exact = m.renamed(at, op, ops)
+            half = m.fresh()
+            m.after[at] = (inst(OP_FCONVERT, m.float_type(16, shape[1]), half, exact)
+                           + inst(OP_FCONVERT, ops[0], ops[1], half))
+
+
+def _subnormal_flush(m: Edit) -> None:
     for at, op, ops in m.insts:
-        if op == OP_EXT_INST and ops[2] == m.glsl and ops[3] == GLSL_TANH:
-            result_type, result, glsl, _, x = ops
-            up, negated, down, num, den = (m.fresh() for _ in range(5))
-            m.replaced[at] = (_inst(OP_EXT_INST, result_type, up, glsl, GLSL_EXP, x)
-                              + _inst(OP_FNEGATE, result_type, negated, x)
-                              + _inst(OP_EXT_INST, result_type, down, glsl, GLSL_EXP, negated)
-                              + _inst(OP_FSUB, result_type, num, up, down)
-                              + _inst(OP_FADD, result_type, den, up, down)
-                              + _inst(OP_FDIV, result_type, result, num, den))
+        shape = m.float_shape(ops[0]) if op == OP_CONSTANT else None
+        if shape and shape[0] in TINY and 0 < abs(_value(ops[2], shape[0])) < TINY[shape[0]]:
+            m.replaced[at] = inst(OP_CONSTANT, ops[0], ops[1], float_bits(0.0 * _value(ops[2], shape[0]), shape[0]))
+    for at, op, ops in m.body():
+        shape = m.float_shape(ops[0]) if op in FLUSHED and len(ops) > 1 else None
+        if shape and shape[0] in TINY:
+            m.replaced[at], exact = m.renamed(at, op, ops)
+            magnitude, kept = m.fresh(), m.fresh()
+            m.after[at] = (m.glsl_call(ops[0], magnitude, GLSL_FABS, exact)
+                           + m.glsl_call(ops[0], kept, GLSL_STEP, m.constant(ops[0], TINY[shape[0]]), magnitude)
+                           + inst(OP_FMUL, ops[0], ops[1], exact, kept))
 
 
-RULES: dict[str, Callable[[_Module], None]] = {"division": _division, "tanh": _tanh}
-"""Each rule of the strict profile, by the liberty it takes (``vkdiff.reference.spec.precision.LIBERTIES``)."""
+def _value(bits: int, width: int) -> float:
+    return float(np.uint16(bits).view(np.float16)) if width == 16 else float(np.uint32(bits).view(np.float32))
+
+
+RULES: dict[str, Callable[[Edit], None]] = {
+    "tanh": _hyperbolic, "pow": _pow, "sin_cos": _sin_cos, "exp": _exp, "log": _log, "inversesqrt": _inversesqrt,
+    "division": _division, "contraction": _contraction, "relaxed_precision": _relaxed_precision,
+    "subnormal_flush": _subnormal_flush}
+"""Each rule of the strict profile, by the liberty it takes, in the order they apply."""
 PROFILES: dict[str, tuple[str, ...]] = {"": (), "strict": tuple(RULES)}
 """``--device-profile``: the rules each profile's raw transport applies to every module it loads."""
 
 
 def rewrite(spv: bytes, rules: Iterable[str]) -> bytes:
-    """``spv`` with each of ``rules`` applied in turn.
+    """``spv`` with each of ``rules`` applied, in ``RULES``' order.
 
     Raises:
         SpirvError: an unknown rule, or a module the rewrite cannot follow.
     """
-    for name in rules:
-        if name not in RULES:
-            raise SpirvError(f"strict profile: unknown rule {name!r}; known: {', '.join(RULES)}")
-        module = _Module(spv)
+    rules = set(rules)
+    unknown = rules - set(RULES)
+    if unknown:
+        raise SpirvError(f"strict profile: unknown rule {sorted(unknown)[0]!r}; known: {', '.join(RULES)}")
+    for name in (name for name in RULES if name in rules):
+        module = Edit(spv)
         RULES[name](module)
         if module.replaced:
             spv = module.build()
