@@ -206,7 +206,61 @@ def test_the_strict_profile_needs_the_raw_transport():
 
     assert route_transport_problem(RunSettings(device_profile="strict")).endswith("add --transport vulkan")
     assert route_transport_problem(RunSettings(device_profile="strict", transport="vulkan")) is None
-    with pytest.raises(SettingsError, match="use strict"):
-        RunSettings(device_profile="fast", transport="vulkan")
+    with pytest.raises(SettingsError, match="use one of strict, mali, adreno, or rules joined by"):
+        RunSettings(device_profile="Fast Math", transport="vulkan")
     settings = RunSettings(device_profile="strict", transport="vulkan")
     assert RunSettings.from_environment(settings.environment()) == settings
+
+
+def test_every_profile_names_known_rules_and_a_vendor_preset_says_where_each_comes_from():
+    from vkdiff.datamodel.settings import DEVICE_PROFILES
+    from vkdiff.device.runtime.routing import profiles as routes
+    from vkdiff.device.transports.limits import profiles as limits
+
+    found = strict.profiles()
+    assert set(DEVICE_PROFILES) == {"", *found}
+    assert found["strict"].rules == tuple(strict.RULES)
+    for name in ("mali", "adreno"):
+        preset = found[name]
+        assert preset.rules and set(preset.sources) == set(preset.rules)
+        assert all(len(source) > 30 for source in preset.sources.values()), "a source says where, not just yes"
+        assert preset.route in routes() and preset.limits in limits()
+    assert "subnormal_flush" in found["adreno"].rules and "subnormal_flush" not in found["mali"].rules
+
+
+def test_a_preset_brings_its_route_and_limits_unless_the_run_names_its_own():
+    from vkdiff.entry.options import run_settings
+
+    mali = run_settings({"device_profile": "mali", "transport": "vulkan"})
+    assert (mali.route, mali.limits_profile) == ("mali", "mali-g7xx")
+    own = run_settings({"device_profile": "adreno", "transport": "vulkan", "route": "no-dot-product",
+                        "limits_profile": "mali-g7xx"})
+    assert (own.route, own.limits_profile) == ("no-dot-product", "mali-g7xx")
+    assert run_settings({"device_profile": "strict", "transport": "vulkan"}).route == "native"
+
+
+def test_rules_joined_by_plus_are_a_profile_and_an_unknown_name_is_one_line():
+    from vkdiff.datamodel.settings import RunSettings
+    from vkdiff.entry.options import route_transport_problem
+
+    assert strict.rules_of("subnormal_flush+division") == ("division", "subnormal_flush")
+    assert strict.rules_of("adreno") == strict.profiles()["adreno"].rules
+    with pytest.raises(spirv.SpirvError, match="'fast' is neither a profile"):
+        strict.rules_of("division+fast")
+    problem = route_transport_problem(RunSettings(device_profile="division+fast", transport="vulkan"))
+    assert problem.startswith("--device-profile (or $VKDIFF_DEVICE_PROFILE):") and "\n" not in problem
+
+
+def test_a_rewrite_is_cached_and_a_corrupt_entry_is_rewritten(tmp_path, monkeypatch):
+    from vkdiff.datamodel import REPAIRS, cache_dir
+
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(strict, "_MEMO", {})
+    spv = compile_glsl("strict_div.glsl")
+    first = strict.rewritten(spv, "division")
+    (entry,) = (cache_dir() / "strict").iterdir()
+    assert first == strict.rewrite(spv, ["division"]) and strict.rewritten(spv, "") == spv
+    entry.write_bytes(entry.read_bytes()[:-4] + b"\0\0\0\0")
+    monkeypatch.setattr(strict, "_MEMO", {})
+    repairs = len(REPAIRS)
+    assert strict.rewritten(spv, "division") == first and len(REPAIRS) == repairs + 1

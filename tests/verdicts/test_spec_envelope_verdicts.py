@@ -156,3 +156,23 @@ def test_a_device_that_computes_mediump_in_float32_refuses_the_relaxed_band():
     assert "relaxed_precision" in takes.metrics["liberties"]
     refuses = judge(Status.FAIL_NUMERIC, device, expected, bound, env, "float32", {"relaxed_precision_f16": False})
     assert refuses.status is Status.FAIL_DRIVER      # its own probe computes mediump in float32: sqrt is 1e-7 off
+
+
+def test_nan_a_liberty_gives_on_top_of_the_shaders_own_error_is_that_error():
+    """gelu(approximate='none') through ET-VK's tanh formula: wrong against erf at 1.0 whatever the device, and NaN
+    past |x| ~ 13.5 on a device whose tanh goes through exp. What no liberty explains is the numeric error."""
+    import math
+
+    x = np.array([-20.0, -1.0, 0.5, 1.0, 20.0], np.float32)
+    expected = 0.5 * x.astype(np.float64) * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    bound = 1e-5 + 1e-5 * np.abs(expected)
+    env = evaluate("aten.gelu.default", {"self": x, "approximate": "none"}, expected, "gelu_float_buffer")
+    device = env.exact.astype(np.float32)
+    device[[0, 4]] = np.nan
+    verdict = judge(Status.FAIL_NAN, device, expected, bound, env, "float32", {"tanh_large": "NaN"})
+    assert verdict.status is Status.FAIL_NUMERIC, verdict.reason
+    assert "its 2 NaN elements are what" in verdict.reason and "tanh" in verdict.reason
+    planted = device.copy()
+    planted[2] = np.nan                                 # tanh of 0.4 is no overflow: a NaN nothing explains
+    assert judge(Status.FAIL_NAN, planted, expected, bound, env, "float32", {"tanh_large": "NaN"}).status \
+        is Status.FAIL_NAN

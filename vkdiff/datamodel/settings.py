@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Mapping
 
 TRANSPORTS = ("wgpu", "vulkan")
@@ -16,9 +17,12 @@ VALIDATIONS = ("", "sync", "gpu")
 """``--validate``: off, the hazard check (with the Khronos layer's synchronization validation on raw Vulkan), and
 that plus the layer's GPU-assisted validation."""
 
-DEVICE_PROFILES = ("", "strict")
-"""``--device-profile``: off, or the raw transport rewriting every module as the least accurate conformant device
-computes (``vkdiff.device.shaders.strict``)."""
+DEVICE_PROFILES = ("", "strict", "mali", "adreno")
+"""``--device-profile``: off, or the raw transport rewriting every module under a profile's liberties (``strict``: as
+the least accurate conformant device computes; ``vkdiff/device/shaders/profiles.toml``)."""
+RULE_SET = re.compile(r"[a-z_0-9]+(\+[a-z_0-9]+)*")
+"""A device profile may also be rules of the strict profile joined by ``+`` (``division+contraction``); the device
+room checks their names."""
 
 ENVIRONMENT = {"transport": "VKDIFF_TRANSPORT", "validate": "VKDIFF_VALIDATE", "replays": "VKDIFF_REPLAYS",
                "local_wg": "VKDIFF_LOCAL_WG", "device_profile": "VKDIFF_DEVICE_PROFILE"}
@@ -52,15 +56,17 @@ class RunSettings:
     local_wg: str | None = None
     """``--local-wg XxYxZ[@NODE]``: the local workgroup size every dispatch (or one node's) takes."""
     device_profile: str = ""
-    """``--device-profile``: ``strict`` rewrites every module the raw transport loads (``DEVICE_PROFILES``)."""
+    """``--device-profile``: the raw transport rewrites every module it loads under this profile's liberties
+    (``DEVICE_PROFILES``; ``vkdiff/device/shaders/profiles.toml``)."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"transport {self.transport!r}: use one of {', '.join(TRANSPORTS)}")
         if self.validate not in VALIDATIONS:
             raise SettingsError(f"validation {self.validate!r}: use sync or gpu")
-        if self.device_profile not in DEVICE_PROFILES:
-            raise SettingsError(f"device profile {self.device_profile!r}: use strict")
+        if self.device_profile not in DEVICE_PROFILES and not RULE_SET.fullmatch(self.device_profile):
+            raise SettingsError(f"device profile {self.device_profile!r}: use one of "
+                                f"{', '.join(p for p in DEVICE_PROFILES if p)}, or rules joined by +")
         if self.repeat < 1 or self.replays < 0:
             raise SettingsError(f"repeat {self.repeat}, replays {self.replays}: repeat at least 1, replays at least 0")
 

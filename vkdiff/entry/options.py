@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -139,10 +140,13 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
                    "accesses no barrier orders: FAIL_SYNC names both dispatches and the memory; on raw Vulkan the "
                    "Khronos layer's synchronization validation too, and with 'gpu' its GPU-assisted validation "
                    "(FAIL_OOB for accesses past a descriptor) (env VKDIFF_VALIDATE)")
-    addoption(f"--{prefix}device-profile", choices=("strict",), default=None,
-              help="strict: the raw transport rewrites every module so the device computes as the least accurate "
-                   "conformant one may (division as a reciprocal multiply, tanh through exp; needs --transport "
-                   "vulkan; the device's slug gains -strict; env VKDIFF_DEVICE_PROFILE)")
+    addoption(f"--{prefix}device-profile", metavar="PROFILE", type=parse_device_profile, default=None,
+              help="The raw transport rewrites every module so the device takes the Vulkan spec's liberties: strict "
+                   "takes all (the least accurate conformant device: division as a reciprocal multiply, tanh "
+                   "through exp, contraction, mediump at float16, subnormals flushed...); mali and adreno take "
+                   "those the vendor is known to, under its --route and --limits-profile (profiles.toml says "
+                   "where each fact comes from); or rules joined by + (division+contraction). Needs --transport "
+                   "vulkan; the slug gains -PROFILE; env VKDIFF_DEVICE_PROFILE")
     addoption(f"--{prefix}local-wg", metavar="XxYxZ[@NODE]", type=parse_local_wg, default=None,
               help="Local workgroup size every dispatch takes (or only delegate node NODE's) instead of ET-VK's pick "
                    "(env VKDIFF_LOCAL_WG); bisect knob and bisect device sweep it")
@@ -186,6 +190,26 @@ def output_problem(path: str | os.PathLike, flag: str, *, folder: bool) -> str |
     return None
 
 
+def parse_device_profile(text: str) -> str:
+    """``--device-profile``: a profile of ``profiles.toml`` or strict rules joined by ``+``."""
+    from vkdiff.device.shaders.spirv import SpirvError
+    from vkdiff.device.shaders.strict import rules_of
+
+    try:
+        rules_of(text)
+    except SpirvError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _device_profile_problem(profile: str) -> str | None:
+    try:
+        parse_device_profile(profile)
+    except argparse.ArgumentTypeError as exc:
+        return f"--device-profile (or $VKDIFF_DEVICE_PROFILE): {exc}"
+    return None
+
+
 def add_case_device_options(parser, *, profiles_help: str) -> None:
     """``CASE --device --et-src --route --limits-profile --seed``: one case on one device (bisect, repro)."""
     parser.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
@@ -212,7 +236,18 @@ def run_settings(options: Mapping[str, Any], prefix: str = "") -> RunSettings:
     """
     given = {name: options.get(prefix + name) for name in SETTINGS}
     given["replays"] = options.get(prefix + "replays") if options.get(prefix + "mode") == "graph" else None
-    return RunSettings.from_environment(**given)
+    return with_preset(RunSettings.from_environment(**given))
+
+
+def with_preset(settings: RunSettings) -> RunSettings:
+    """A vendor device profile's routing and limits profiles where the run names none of its own."""
+    from vkdiff.device.shaders.strict import profiles
+
+    preset = profiles().get(settings.device_profile)
+    if preset is None:
+        return settings
+    return dataclasses.replace(settings, route=preset.route if settings.route == "native" and preset.route
+                               else settings.route, limits_profile=settings.limits_profile or preset.limits)
 
 
 def route_transport_problem(settings: RunSettings) -> str | None:
@@ -226,6 +261,10 @@ def route_transport_problem(settings: RunSettings) -> str | None:
     if route and profiles().get(route, {}).get("from_device") and not REPORTS_DEVICE_FEATURES[settings.transport]:
         return (f"--route {route} answers ET-VK's queries from the device's own Vulkan features, which wgpu does not "
                 f"report: add --transport vulkan")
+    if settings.device_profile:
+        problem = _device_profile_problem(settings.device_profile)
+        if problem:
+            return problem
     if settings.device_profile and not LOADS_MODULES_AS_GIVEN[settings.transport]:
         return (f"--device-profile {settings.device_profile} rewrites the SPIR-V a transport loads as given, and "
                 f"{settings.transport} re-translates it: add --transport vulkan")

@@ -39,8 +39,8 @@ REGEX_SPECIAL = re.compile(r"[][(){}.*+?^$|\\]")
 """Characters of a case id that ``--cases`` (a regex) must see escaped."""
 
 
-def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None, route: str = "native",
-                  limits_profile: str | None = None, timeout: float | None = None, repeat: int = 1) -> str:
+def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
+                  settings: RunSettings = RunSettings()) -> str:
     """The command that reruns exactly this case on this device (``--et-src`` as the user gave it)."""
     kernel = isinstance(case, KernelCase)
     pattern = "^" + REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), case.id) + "$"
@@ -51,14 +51,18 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
         parts += ["--from-artifacts", case.source]
     if device not in (NO_DEVICE, HOST):
         parts += ["--device", device]
-    if route != "native":
-        parts += ["--route", route]
-    if limits_profile:
-        parts += ["--limits-profile", limits_profile]
-    if timeout is not None:
-        parts += ["--timeout", f"{timeout:g}"]
-    if repeat > 1:
-        parts += ["--repeat", str(repeat)]
+    if settings.transport != RunSettings.transport:
+        parts += ["--transport", settings.transport]
+    if settings.device_profile:
+        parts += ["--device-profile", settings.device_profile]
+    if settings.route != "native":
+        parts += ["--route", settings.route]
+    if settings.limits_profile:
+        parts += ["--limits-profile", settings.limits_profile]
+    if settings.timeout is not None:
+        parts += ["--timeout", f"{settings.timeout:g}"]
+    if settings.repeat > 1:
+        parts += ["--repeat", str(settings.repeat)]
     if et_src is not None:
         parts += ["--et-src", et_src]
     return shlex.join(parts)
@@ -147,7 +151,7 @@ class Runner:
         Results produced while a corrupt cache entry was repaired (or with a repaired tree) carry
         the flag ``cache-repaired``.
         """
-        repro = repro_command(case, device, self.et_src, self.route, self.limits_profile, self.timeout, self.repeat)
+        repro = repro_command(case, device, self.et_src, self.settings)
         repairs = len(REPAIRS)
         kernel = isinstance(case, KernelCase)
         if kernel:

@@ -10,7 +10,10 @@ After the tolerance policy has judged a float output, the envelope refines the v
   liberty). A band whose liberty the device's own probe says it does not take (a device
   that keeps subnormals, divides correctly rounded, or adds separately) explains nothing;
 * an output outside every band, where the declared formula is the whole shader and means
-  ATen's op at those elements, is ``FAIL_DRIVER``: the device broke the spec's precision.
+  ATen's op at those elements, is ``FAIL_DRIVER``: the device broke the spec's precision;
+* otherwise a failure keeps the status of what no liberty explains: ``FAIL_NAN`` whose every NaN
+  a liberty gives (tanh through exp) and whose other stray elements none does (the shader's own
+  formula) is ``FAIL_NUMERIC``, as on a device that does not take the liberty.
 """
 
 from __future__ import annotations
@@ -164,4 +167,11 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
             f"outside what the Vulkan spec allows for {envelope.source}: {int(stray.sum())} of {e.size} elements; at "
             f"{_label(envelope, at)} the device gives {float(a[at]):.7g}, a conformant device {allowed} (ATen "
             f"{float(e[at]):.7g})"))
+    nan_stray = np.isnan(a) & ~np.isnan(e)
+    if status is Status.FAIL_NAN and nan_stray.any() and not (nan_stray & stray).any():
+        return Judgement(status=Status.FAIL_NUMERIC, metrics=metrics, reason=(
+            f"{int(stray.sum())} of {e.size} elements leave ATen's tolerance where no liberty explains them (first at "
+            f"{_label(envelope, _where(stray))}: {float(a[_where(stray)]):.7g}, ATen {float(e[_where(stray)]):.7g}); "
+            f"its {int(nan_stray.sum())} NaN elements are what {' and '.join(metrics['liberties'])} may give "
+            f"({envelope.source})"))
     return Judgement(status=status, metrics=metrics)

@@ -7,7 +7,8 @@ import struct
 
 import numpy as np
 
-from vkdiff.device.shaders.spirv import OP_CAPABILITY, OP_CONSTANT, OP_DECORATE, OP_TYPE_FLOAT, OP_TYPE_VECTOR
+from vkdiff.device.shaders.spirv import OP_CAPABILITY, OP_CONSTANT, OP_DECORATE, OP_TYPE_BOOL, OP_TYPE_FLOAT
+from vkdiff.device.shaders.spirv import ACCESS_CHAINS, OP_TYPE_VECTOR, OP_VARIABLE
 from vkdiff.device.shaders.spirv import SpirvError, instructions, words_of
 
 __all__ = ["Edit", "inst"]
@@ -40,6 +41,7 @@ class Edit:
         self.insts = [(at, op, [int(v) for v in ops]) for at, op, ops in instructions(self.words)]
         self.floats = {ops[0]: ops[1] for _, op, ops in self.insts if op == OP_TYPE_FLOAT}
         self.vectors = {ops[0]: (ops[1], ops[2]) for _, op, ops in self.insts if op == OP_TYPE_VECTOR}
+        self.bool = next((ops[0] for _, op, ops in self.insts if op == OP_TYPE_BOOL), None)
         self.glsl = next((ops[0] for _, op, ops in self.insts if op == OP_EXT_INST_IMPORT
                           and np.asarray(ops[1:], "<u4").tobytes().split(b"\0")[0] == b"GLSL.std.450"), None)
         self.capabilities = {ops[0] for _, op, ops in self.insts if op == OP_CAPABILITY}
@@ -68,6 +70,14 @@ class Edit:
     def decorated(self, decoration: int) -> set[int]:
         return {ops[0] for _, op, ops in self.insts if op == OP_DECORATE and ops[1] == decoration}
 
+    def pointers_into(self, storage_classes: frozenset[int]) -> set[int]:
+        """Ids of variables of ``storage_classes`` and of access chains into them."""
+        found = {ops[1] for _, op, ops in self.insts if op == OP_VARIABLE and ops[2] in storage_classes}
+        for _, op, ops in self.body():
+            if op in ACCESS_CHAINS and ops[2] in found:
+                found.add(ops[1])
+        return found
+
     def float_shape(self, type_id: int) -> tuple[int, int] | None:
         """``(width, components)`` of a float scalar or vector type; None for any other type."""
         if type_id in self.floats:
@@ -79,7 +89,7 @@ class Edit:
         """The id of a float type of ``width`` bits (a vector where ``components`` > 1), declared if missing."""
         scalar = next((tid for tid, w in self.floats.items() if w == width), None)
         if scalar is None:
-            if CAPABILITY[width] not in self.capabilities:
+            if width in CAPABILITY and CAPABILITY[width] not in self.capabilities:
                 self.capabilities.add(CAPABILITY[width])
                 self.added_capabilities += inst(OP_CAPABILITY, CAPABILITY[width])
             scalar = self.fresh()
@@ -92,6 +102,20 @@ class Edit:
             vector = self.fresh()
             self.vectors[vector] = (scalar, components)
             self.added_globals += inst(OP_TYPE_VECTOR, vector, scalar, components)
+        return vector
+
+    def bool_type(self, components: int = 1) -> int:
+        """The id of bool (a bool vector where ``components`` > 1), declared if missing."""
+        if self.bool is None:
+            self.bool = self.fresh()
+            self.added_globals += inst(OP_TYPE_BOOL, self.bool)
+        if components == 1:
+            return self.bool
+        vector = next((tid for tid, shape in self.vectors.items() if shape == (self.bool, components)), None)
+        if vector is None:
+            vector = self.fresh()
+            self.vectors[vector] = (self.bool, components)
+            self.added_globals += inst(OP_TYPE_VECTOR, vector, self.bool, components)
         return vector
 
     def constant(self, type_id: int, value: float) -> int:

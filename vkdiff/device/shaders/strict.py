@@ -39,24 +39,33 @@ last, so that it flushes what the others compute. Each keeps every instruction i
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import dataclasses
+import functools
+import hashlib
+import tomllib
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
+from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
 from vkdiff.device.shaders.spirv import DEC_RELAXED_PRECISION, OP_CONSTANT, OP_LOAD, SpirvError
 from vkdiff.device.shaders.spirv_edit import OP_EXT_INST, Edit, float_bits, inst
 
-__all__ = ["PROFILES", "RULES", "rewrite"]
+__all__ = ["PROFILES", "Profile", "RULES", "profiles", "rewrite", "rewritten", "rules_of"]
 
 OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST = 115, 111, 112, 124
 OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD = 127, 129, 131, 133, 136, 140, 141
 OP_VECTOR_TIMES_SCALAR, OP_DOT = 142, 148
 OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ = 88, 95, 98
 OP_GROUP_FADD, OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX = 350, 352, 355, 358
+OP_SELECT, OP_FORD_LESS_THAN = 169, 184
 DEC_NO_CONTRACTION = 42
+INVOCATION_MEMORY = frozenset({4, 6, 7})
+"""Storage classes Workgroup, Private and Function: memory only the shader itself writes."""
 GLSL_ROUND_EVEN, GLSL_FABS, GLSL_SIN, GLSL_COS, GLSL_TAN = 2, 4, 13, 14, 15
 GLSL_SINH, GLSL_COSH, GLSL_TANH, GLSL_POW, GLSL_EXP, GLSL_LOG, GLSL_EXP2, GLSL_LOG2 = 19, 20, 21, 26, 27, 28, 29, 30
-GLSL_SQRT, GLSL_INVERSE_SQRT, GLSL_STEP, GLSL_FMA = 31, 32, 48, 50
+GLSL_SQRT, GLSL_INVERSE_SQRT, GLSL_FMA = 31, 32, 50
 LOG2_E, LN_2 = 1.4426950408889634, 0.6931471805599453
 SIN_COS_STEP = {32: 2.0 ** -11, 16: 2.0 ** -7}
 TINY = {32: 2.0 ** -126, 16: 2.0 ** -14}
@@ -187,14 +196,42 @@ def _subnormal_flush(m: Edit) -> None:
         shape = m.float_shape(ops[0]) if op == OP_CONSTANT else None
         if shape and shape[0] in TINY and 0 < abs(_value(ops[2], shape[0])) < TINY[shape[0]]:
             m.replaced[at] = inst(OP_CONSTANT, ops[0], ops[1], float_bits(0.0 * _value(ops[2], shape[0]), shape[0]))
+    widths = {ops[1]: m.float_shape(ops[0]) for _, op, ops in m.body() if len(ops) > 1 and m.float_shape(ops[0])}
+    local = m.pointers_into(INVOCATION_MEMORY)
     for at, op, ops in m.body():
         shape = m.float_shape(ops[0]) if op in FLUSHED and len(ops) > 1 else None
-        if shape and shape[0] in TINY:
+        if shape and shape[0] in TINY and not _never_subnormal(op, ops, shape, widths, local):
             m.replaced[at], exact = m.renamed(at, op, ops)
-            magnitude, kept = m.fresh(), m.fresh()
-            m.after[at] = (m.glsl_call(ops[0], magnitude, GLSL_FABS, exact)
-                           + m.glsl_call(ops[0], kept, GLSL_STEP, m.constant(ops[0], TINY[shape[0]]), magnitude)
-                           + inst(OP_FMUL, ops[0], ops[1], exact, kept))
+            m.after[at] = _flushed(m, ops[0], shape, exact, ops[1])
+
+
+def _flushed(m: Edit, rtype: int, shape: tuple[int, int], exact: int, result: int) -> list[int]:
+    """``result`` as ``exact``, or zero of its sign where ``exact`` is subnormal: tested and zeroed in float32 (a
+    CPU device computes float16 arithmetic through library calls, float16 conversions in hardware) and chosen by
+    select, which moves bits."""
+    wide = m.float_type(32, shape[1])
+    words, value = [], exact
+    if shape[0] != 32:
+        value = m.fresh()
+        words += inst(OP_FCONVERT, wide, value, exact)
+    magnitude, small, zero = m.fresh(), m.fresh(), m.fresh()
+    words += (m.glsl_call(wide, magnitude, GLSL_FABS, value)
+              + inst(OP_FORD_LESS_THAN, m.bool_type(shape[1]), small, magnitude, m.constant(wide, TINY[shape[0]]))
+              + inst(OP_FMUL, wide, zero, value, m.constant(wide, 0.0)))
+    if shape[0] != 32:
+        narrow_zero = m.fresh()
+        words += inst(OP_FCONVERT, rtype, narrow_zero, zero)
+        zero = narrow_zero
+    return words + inst(OP_SELECT, rtype, result, small, zero, exact)
+
+
+def _never_subnormal(op: int, ops: list[int], shape: tuple[int, int], widths: dict, local: set[int]) -> bool:
+    """Values that need no flush: an integer converted to float (0, or at least 1 in magnitude), a narrower float
+    widened, and what the shader reads back from its own variables or shared memory (it stored them flushed).
+    Fewer flushes matter: lavapipe's compile time grows with each."""
+    if op in (OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F) or (op == OP_LOAD and ops[2] in local):
+        return True
+    return op == OP_FCONVERT and ops[2] in widths and widths[ops[2]][0] < shape[0]
 
 
 def _value(bits: int, width: int) -> float:
@@ -206,7 +243,39 @@ RULES: dict[str, Callable[[Edit], None]] = {
     "division": _division, "contraction": _contraction, "relaxed_precision": _relaxed_precision,
     "subnormal_flush": _subnormal_flush}
 """Each rule of the strict profile, by the liberty it takes, in the order they apply."""
-PROFILES: dict[str, tuple[str, ...]] = {"": (), "strict": tuple(RULES)}
+PROFILES_FILE = Path(__file__).with_name("profiles.toml")
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One ``--device-profile``: the rules it takes, where each vendor fact comes from, and the routing and limits
+    profiles a vendor preset runs under."""
+
+    name: str
+    description: str
+    rules: tuple[str, ...]
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    route: str | None = None
+    limits: str | None = None
+
+
+@functools.cache
+def profiles() -> dict[str, Profile]:
+    """``profiles.toml``, checked: every rule it names is one of ``RULES``."""
+    table = tomllib.loads(PROFILES_FILE.read_text())
+    found = {}
+    for name, entry in table.items():
+        rules = entry["rules"]
+        sources = rules if isinstance(rules, dict) else {}
+        unknown = set(rules) - set(RULES)
+        if unknown:
+            raise SpirvError(f"{PROFILES_FILE}: profile {name!r} names unknown rules {sorted(unknown)}")
+        found[name] = Profile(name, entry["description"], tuple(r for r in RULES if r in rules), sources,
+                              entry.get("route"), entry.get("limits"))
+    return found
+
+
+PROFILES: dict[str, tuple[str, ...]] = {"": (), **{name: p.rules for name, p in profiles().items()}}
 """``--device-profile``: the rules each profile's raw transport applies to every module it loads."""
 
 
@@ -226,3 +295,49 @@ def rewrite(spv: bytes, rules: Iterable[str]) -> bytes:
         if module.replaced:
             spv = module.build()
     return spv
+
+
+@functools.cache
+def _rewriter_digest() -> bytes:
+    """What a cached rewrite depends on besides its input: this module and the editor."""
+    from vkdiff.device.shaders import spirv_edit
+
+    return hashlib.sha256(Path(__file__).read_bytes() + Path(spirv_edit.__file__).read_bytes()).digest()
+
+
+def rules_of(profile: str) -> tuple[str, ...]:
+    """The rules of a named profile, or of ``rule+rule...`` (``bisect liberty`` runs such sets), in ``RULES``' order.
+
+    Raises:
+        SpirvError: a name that is neither a profile nor a rule.
+    """
+    if profile in PROFILES:
+        return PROFILES[profile]
+    named = profile.split("+")
+    unknown = [name for name in named if name not in RULES]
+    if unknown:
+        raise SpirvError(f"device profile {profile!r}: {unknown[0]!r} is neither a profile "
+                         f"({', '.join(p for p in PROFILES if p)}) nor a rule ({', '.join(RULES)})")
+    return tuple(rule for rule in RULES if rule in named)
+
+
+_MEMO: dict[str, bytes] = {}
+
+
+def rewritten(spv: bytes, profile: str) -> bytes:
+    """``spv`` under ``profile``'s rules, from vkdiff's cache where an earlier run rewrote it (entries are checked
+    when read; a corrupt one is rewritten again and recorded as a repair)."""
+    rules = rules_of(profile)
+    if not rules:
+        return spv
+    key = hashlib.sha256(_rewriter_digest() + ",".join(rules).encode() + spv).hexdigest()
+    if key not in _MEMO:
+        path = cache_dir() / "strict" / f"{key}.spv"
+        try:
+            _MEMO[key] = read_entry(path)
+        except (FileNotFoundError, CacheCorruptError) as exc:
+            if isinstance(exc, CacheCorruptError):
+                record_repair(exc)
+            _MEMO[key] = rewrite(spv, rules)
+            write_entry(path, _MEMO[key])
+    return _MEMO[key]

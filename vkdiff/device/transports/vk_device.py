@@ -291,9 +291,9 @@ class VkDevice:
 
     def create_pipeline(self, spv: bytes, spec_constants: dict, local_size: tuple[int, int, int],
                         label: str) -> Pipeline:
-        """The module exactly as glslc built it (rewritten by the adapter's device profile, ``strict.rewrite``; a
+        """The module exactly as glslc built it (rewritten by the adapter's device profile, ``strict.rewritten``; a
         repro records what was loaded), specialised (``vk_commands.create_pipeline``)."""
-        spv = strict.rewrite(spv, strict.PROFILES[self.adapter.profile])
+        spv = strict.rewritten(spv, self.adapter.profile)
         handle, layout, reflection = create_pipeline(self, spv, spec_constants, local_size, label)
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
                         spec=dict(spec_constants))

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from vkdiff.entry.options import add_case_device_options
+from vkdiff.entry.options import add_case_device_options, parse_device_profile
 from vkdiff.datamodel.settings import RunSettings
 from vkdiff.harness.selection import SelectionError, find_case, tree_and_adapter
 
@@ -17,8 +17,15 @@ def add_parser(sub) -> None:
     node = modes.add_parser("node", help="The first node of a model case whose device output leaves tolerance")
     knob = modes.add_parser("knob", help="The smallest set of knob values that turns PASS into the failure")
     device = modes.add_parser("device", help="Every adapter, routing and limits profile, grouped by result")
-    for parser in (node, knob, device):
+    liberty = modes.add_parser("liberty", help="The smallest set of the Vulkan spec's liberties (the strict "
+                                               "profile's rules; --device-profile names the set to search, default "
+                                               "strict) under which the case fails; needs --transport vulkan")
+    for parser in (node, knob, device, liberty):
         add_case_device_options(parser, profiles_help="knob: where the sweep starts")
+    liberty.add_argument("--transport", choices=("vulkan",), default=None,
+                         help="raw Vulkan, which loads the rewritten modules (or set VKDIFF_TRANSPORT=vulkan)")
+    liberty.add_argument("--device-profile", metavar="PROFILE", type=parse_device_profile, default=None,
+                         help="the rules to search: a profile (strict, mali, adreno) or rules joined by +")
     commit = modes.add_parser("commit", help="The first ExecuTorch commit at which the case's verdict becomes the "
                                              "--bad revision's")
     commit.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
@@ -40,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         return _commit(args, case)
     if args.mode == "device":
         return _device(args, case)
+    if args.mode == "liberty":
+        return _liberty(args, case)
     return _knob(args, case)
 
 
@@ -202,3 +211,43 @@ def _device(args: argparse.Namespace, case) -> int:
     found = bisect_devices(case.id, configs, run)
     print("\n".join(found.lines()))
     return 0
+
+
+def _liberty(args: argparse.Namespace, case) -> int:
+    """Each rule set runs on an adapter opened under it (the raw transport rewrites what it loads)."""
+    import dataclasses
+
+    from vkdiff.bisect.liberty import bisect_liberties
+    from vkdiff.datamodel import Status
+    from vkdiff.device.shaders.strict import rules_of
+    from vkdiff.entry.options import route_transport_problem
+
+    profile = args.settings.device_profile or "strict"
+    settings = dataclasses.replace(args.settings, device_profile=profile)
+    problem = route_transport_problem(settings)
+    if problem:
+        raise SelectionError(problem)
+
+    def evaluate(rules: tuple[str, ...]) -> Status:
+        trial = dataclasses.replace(settings, device_profile="+".join(rules))
+        tree, adapter = tree_and_adapter(args.et_src, args.device, trial)
+        ctx = _contexts(adapter, tree, trial)(args.limits_profile)
+        return Status[_status(case, ctx, args, tree)]
+
+    found = bisect_liberties(profile, rules_of(profile), evaluate)
+    print("\n".join(found.lines()))
+    for rules, status in found.trials:
+        print(f"  {status:<16} {' + '.join(rules) or '(none)'}")
+    return 1 if found.culprit else 0
+
+
+def _status(case, ctx, args: argparse.Namespace, tree) -> str:
+    from vkdiff.cases.kernels import KernelCase
+
+    if isinstance(case, KernelCase):
+        from vkdiff.harness.kernels import run_case
+
+        return run_case(ctx, case, session_seed=args.seed).status
+    from vkdiff.harness.device_models import check_on_device
+
+    return check_on_device(case, ctx, route_name=args.route, tree=tree.path).status

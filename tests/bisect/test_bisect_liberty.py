@@ -1,0 +1,59 @@
+"""``bisect liberty``: the smallest set of the strict profile's rules under which a case fails, searched over any
+evaluation (here a stand-in whose failing sets are known), and on lavapipe through raw Vulkan."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.testutils import requires_tree, requires_vulkan
+from vkdiff.bisect.liberty import bisect_liberties
+from vkdiff.datamodel import Status
+
+RULES = ("tanh", "pow", "division", "contraction", "subnormal_flush")
+
+
+def fails_when(*needed: set[str], status: Status = Status.FAIL_PORTABILITY, unsupported: str = ""):
+    """An evaluation failing where the rule set holds any of ``needed`` (NOT_SUPPORTED where it holds
+    ``unsupported``)."""
+    def evaluate(rules: tuple[str, ...]) -> Status:
+        if unsupported and unsupported in rules:
+            return Status.NOT_SUPPORTED
+        return status if any(need <= set(rules) for need in needed) else Status.PASS
+    return evaluate
+
+
+def test_one_rule_is_named_and_every_rule_that_fails_alone_listed():
+    found = bisect_liberties("strict", RULES, fails_when({"division"}, {"contraction"}))
+    assert found.culprit == ("division",) and found.alone == ("division", "contraction")
+    assert "smallest set of liberties that turns PASS into FAIL_PORTABILITY: division" in found.lines()[1]
+
+
+def test_a_pair_needed_together_is_found_by_taking_rules_out():
+    found = bisect_liberties("strict", RULES, fails_when({"contraction", "subnormal_flush"}))
+    assert found.culprit == ("contraction", "subnormal_flush") and not found.alone
+    assert len(found.trials) <= 2 + len(RULES) * 2
+
+
+def test_a_set_that_cannot_run_says_nothing_and_the_status_kept_is_the_full_sets():
+    found = bisect_liberties("strict", RULES, fails_when({"pow", "tanh"}, status=Status.FAIL_NAN,
+                                                         unsupported="contraction"))
+    assert found.status == "FAIL_NAN" and found.culprit == ("tanh", "pow") or found.status == "NOT_SUPPORTED"
+
+
+def test_nothing_to_find_when_the_case_passes_under_the_profile_or_fails_without_it():
+    passing = bisect_liberties("mali", RULES, lambda rules: Status.PASS)
+    assert passing.culprit == () and "passes under every liberty" in passing.lines()[-1]
+    broken = bisect_liberties("strict", RULES, lambda rules: Status.FAIL_NUMERIC)
+    assert broken.culprit == () and "FAIL_NUMERIC without any liberty" in broken.lines()[-1]
+
+
+@requires_vulkan
+@requires_tree
+def test_bisect_liberty_names_division_for_an_inexact_floor_division(et_tree, capsys):
+    from vkdiff.entry import cli
+
+    code = cli.main(["bisect", "liberty", "div_mode[W67-oW67-fp32-buffer]", "--transport", "vulkan",
+                     "--et-src", str(et_tree)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "turns PASS into FAIL_PORTABILITY: division" in out
