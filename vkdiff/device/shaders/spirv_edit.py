@@ -17,6 +17,9 @@ OP_EXT_INST_IMPORT, OP_EXT_INST, OP_MEMORY_MODEL, OP_FUNCTION, OP_FUNCTION_END =
 OP_CONSTANT_COMPOSITE = 44
 CAPABILITY = {16: 9, 64: 10}
 """``OpCapability`` Float16 and Float64, by the width of the float type that needs it."""
+INT_CAPABILITY = {16: 22, 64: 11}
+"""``OpCapability`` Int16 and Int64, by the width of the integer type that needs it."""
+OP_TYPE_INT = 21
 
 
 def inst(op: int, *operands: int) -> list[int]:
@@ -42,6 +45,7 @@ class Edit:
         self.floats = {ops[0]: ops[1] for _, op, ops in self.insts if op == OP_TYPE_FLOAT}
         self.vectors = {ops[0]: (ops[1], ops[2]) for _, op, ops in self.insts if op == OP_TYPE_VECTOR}
         self.bool = next((ops[0] for _, op, ops in self.insts if op == OP_TYPE_BOOL), None)
+        self.uints = {ops[1]: ops[0] for _, op, ops in self.insts if op == OP_TYPE_INT and ops[2] == 0}
         self.glsl = next((ops[0] for _, op, ops in self.insts if op == OP_EXT_INST_IMPORT
                           and np.asarray(ops[1:], "<u4").tobytes().split(b"\0")[0] == b"GLSL.std.450"), None)
         self.capabilities = {ops[0] for _, op, ops in self.insts if op == OP_CAPABILITY}
@@ -95,13 +99,41 @@ class Edit:
             scalar = self.fresh()
             self.floats[scalar] = width
             self.added_globals += inst(OP_TYPE_FLOAT, scalar, width)
+        return self._vector_of(scalar, components)
+
+    def uint_type(self, width: int, components: int = 1) -> int:
+        """The id of an unsigned integer type of ``width`` bits (a vector where ``components`` > 1), declared if
+        missing."""
+        if width not in self.uints:
+            if width in INT_CAPABILITY and INT_CAPABILITY[width] not in self.capabilities:
+                self.capabilities.add(INT_CAPABILITY[width])
+                self.added_capabilities += inst(OP_CAPABILITY, INT_CAPABILITY[width])
+            self.uints[width] = self.fresh()
+            self.added_globals += inst(OP_TYPE_INT, self.uints[width], width, 0)
+        return self._vector_of(self.uints[width], components)
+
+    def uint_constant(self, width: int, components: int, value: int) -> int:
+        """The id of ``value`` as an unsigned constant (splatted to a vector where ``components`` > 1), added once."""
+        key = (("uint", width, components), value)
+        if key not in self._constants:
+            made = self.fresh()
+            if components == 1:
+                self.added_globals += inst(OP_CONSTANT, self.uint_type(width), made, value)
+            else:
+                scalar = self.uint_constant(width, 1, value)
+                self.added_globals += inst(OP_CONSTANT_COMPOSITE, self.uint_type(width, components), made,
+                                           *([scalar] * components))
+            self._constants[key] = made
+        return self._constants[key]
+
+    def _vector_of(self, component: int, components: int) -> int:
         if components == 1:
-            return scalar
-        vector = next((tid for tid, shape in self.vectors.items() if shape == (scalar, components)), None)
+            return component
+        vector = next((tid for tid, shape in self.vectors.items() if shape == (component, components)), None)
         if vector is None:
             vector = self.fresh()
-            self.vectors[vector] = (scalar, components)
-            self.added_globals += inst(OP_TYPE_VECTOR, vector, scalar, components)
+            self.vectors[vector] = (component, components)
+            self.added_globals += inst(OP_TYPE_VECTOR, vector, component, components)
         return vector
 
     def bool_type(self, components: int = 1) -> int:
@@ -109,14 +141,7 @@ class Edit:
         if self.bool is None:
             self.bool = self.fresh()
             self.added_globals += inst(OP_TYPE_BOOL, self.bool)
-        if components == 1:
-            return self.bool
-        vector = next((tid for tid, shape in self.vectors.items() if shape == (self.bool, components)), None)
-        if vector is None:
-            vector = self.fresh()
-            self.vectors[vector] = (self.bool, components)
-            self.added_globals += inst(OP_TYPE_VECTOR, vector, self.bool, components)
-        return vector
+        return self._vector_of(self.bool, components)
 
     def constant(self, type_id: int, value: float) -> int:
         """The id of ``value`` as a constant of float scalar or vector ``type_id``, added once."""

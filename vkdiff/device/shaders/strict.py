@@ -59,16 +59,17 @@ OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD = 127, 129, 131
 OP_VECTOR_TIMES_SCALAR, OP_DOT = 142, 148
 OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ = 88, 95, 98
 OP_GROUP_FADD, OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX = 350, 352, 355, 358
-OP_SELECT, OP_FORD_LESS_THAN = 169, 184
+OP_SELECT, OP_IEQUAL, OP_BITWISE_AND = 169, 170, 199
 DEC_NO_CONTRACTION = 42
 INVOCATION_MEMORY = frozenset({4, 6, 7})
 """Storage classes Workgroup, Private and Function: memory only the shader itself writes."""
-GLSL_ROUND_EVEN, GLSL_FABS, GLSL_SIN, GLSL_COS, GLSL_TAN = 2, 4, 13, 14, 15
+GLSL_ROUND_EVEN, GLSL_SIN, GLSL_COS, GLSL_TAN = 2, 13, 14, 15
 GLSL_SINH, GLSL_COSH, GLSL_TANH, GLSL_POW, GLSL_EXP, GLSL_LOG, GLSL_EXP2, GLSL_LOG2 = 19, 20, 21, 26, 27, 28, 29, 30
 GLSL_SQRT, GLSL_INVERSE_SQRT, GLSL_FMA = 31, 32, 50
 LOG2_E, LN_2 = 1.4426950408889634, 0.6931471805599453
 SIN_COS_STEP = {32: 2.0 ** -11, 16: 2.0 ** -7}
 TINY = {32: 2.0 ** -126, 16: 2.0 ** -14}
+EXPONENT = {32: 0x7F800000, 16: 0x7C00}
 FLUSHED = frozenset({OP_LOAD, OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST, OP_FNEGATE, OP_FADD,
                      OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD, OP_VECTOR_TIMES_SCALAR, OP_DOT, OP_EXT_INST,
                      OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ, OP_GROUP_FADD, OP_GROUP_FMUL,
@@ -206,23 +207,18 @@ def _subnormal_flush(m: Edit) -> None:
 
 
 def _flushed(m: Edit, rtype: int, shape: tuple[int, int], exact: int, result: int) -> list[int]:
-    """``result`` as ``exact``, or zero of its sign where ``exact`` is subnormal: tested and zeroed in float32 (a
-    CPU device computes float16 arithmetic through library calls, float16 conversions in hardware) and chosen by
-    select, which moves bits."""
-    wide = m.float_type(32, shape[1])
-    words, value = [], exact
-    if shape[0] != 32:
-        value = m.fresh()
-        words += inst(OP_FCONVERT, wide, value, exact)
-    magnitude, small, zero = m.fresh(), m.fresh(), m.fresh()
-    words += (m.glsl_call(wide, magnitude, GLSL_FABS, value)
-              + inst(OP_FORD_LESS_THAN, m.bool_type(shape[1]), small, magnitude, m.constant(wide, TINY[shape[0]]))
-              + inst(OP_FMUL, wide, zero, value, m.constant(wide, 0.0)))
-    if shape[0] != 32:
-        narrow_zero = m.fresh()
-        words += inst(OP_FCONVERT, rtype, narrow_zero, zero)
-        zero = narrow_zero
-    return words + inst(OP_SELECT, rtype, result, small, zero, exact)
+    """``result`` as ``exact``, or zero of its sign where ``exact`` is subnormal (exponent bits all zero), in integer
+    arithmetic on the value's bits: lavapipe computes float16 arithmetic through float32 and back, so a float test of
+    each float16 value costs it more than the shader's own work."""
+    width, components = shape
+    bits_type = m.uint_type(width, components)
+    bits, exponent, zero_exponent, sign, kept = (m.fresh() for _ in range(5))
+    return (inst(OP_BITCAST, bits_type, bits, exact)
+            + inst(OP_BITWISE_AND, bits_type, exponent, bits, m.uint_constant(width, components, EXPONENT[width]))
+            + inst(OP_IEQUAL, m.bool_type(components), zero_exponent, exponent, m.uint_constant(width, components, 0))
+            + inst(OP_BITWISE_AND, bits_type, sign, bits, m.uint_constant(width, components, 1 << (width - 1)))
+            + inst(OP_SELECT, bits_type, kept, zero_exponent, sign, bits)
+            + inst(OP_BITCAST, rtype, result, kept))
 
 
 def _never_subnormal(op: int, ops: list[int], shape: tuple[int, int], widths: dict, local: set[int]) -> bool:
