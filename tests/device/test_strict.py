@@ -63,7 +63,7 @@ def raw_dispatches(jobs: list[tuple[bytes, int, tuple[np.ndarray, ...]]]) -> lis
     return outs
 
 
-SLOTS = ("pow", "tan", "sin", "exp", "log", "sqrt", "sinh", "mul", "exp2", "log2", "inversesqrt", "cos")
+SLOTS = ("pow", "tan", "sin", "exp", "log", "sqrt", "sinh", "mul", "exp2", "log2", "inversesqrt", "cos", "copy")
 """The outputs of ``strict_builtins.glsl``, per invocation."""
 
 
@@ -113,9 +113,10 @@ def test_builtin_rules_compute_what_their_formula_gives_from_the_devices_own_pri
     assert np.abs(ruled["sin_cos"]["sin"] - np.sin(a.astype(np.float64)))[a < np.pi].max() <= 2.0 ** -11
 
 
-def test_subnormal_flush_reads_and_computes_subnormals_as_zero_of_their_sign(builtins_run):
+def test_subnormal_flush_computes_with_subnormals_as_zero_of_their_sign_and_copies_them_as_they_are(builtins_run):
     a, b, plain, _, ruled, _ = builtins_run
     flushed, subnormal = ruled["subnormal_flush"], (a != 0) & (np.abs(a) < np.finfo(F32).tiny)
+    np.testing.assert_array_equal(flushed["copy"], a, "a load and a store must not flush (the spec's list)")
     assert (plain["mul"][subnormal] != 0).all() and (flushed["mul"][subnormal] == 0).all()
     assert np.array_equal(np.signbit(flushed["mul"][subnormal]), np.signbit(a[subnormal] * b[subnormal]))
     assert (flushed["inversesqrt"][subnormal & (a > 0)] == np.inf).all(), "inversesqrt(+0): +inf"

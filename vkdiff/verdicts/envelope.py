@@ -159,6 +159,8 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
     stray = over & ~covered
     counts = envelope.counts(stray)
     metrics["unexplained"] = counts if envelope.parts else counts[0]  # a tuple's per output, as the tolerance counts
+    with np.errstate(invalid="ignore"):
+        metrics["unexplained_max_abs"] = float(np.abs(a - e)[stray].max()) if stray.any() else 0.0
     if envelope.complete and (faithful | ~stray).all():
         at = _where(stray)
         widest = envelope.bands[-1] if envelope.bands else None
@@ -169,9 +171,10 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
             f"{float(e[at]):.7g})"))
     nan_stray = np.isnan(a) & ~np.isnan(e)
     if status is Status.FAIL_NAN and nan_stray.any() and not (nan_stray & stray).any():
+        at = _where(stray)
         return Judgement(status=Status.FAIL_NUMERIC, metrics=metrics, reason=(
-            f"{int(stray.sum())} of {e.size} elements leave ATen's tolerance where no liberty explains them (first at "
-            f"{_label(envelope, _where(stray))}: {float(a[_where(stray)]):.7g}, ATen {float(e[_where(stray)]):.7g}); "
-            f"its {int(nan_stray.sum())} NaN elements are what {' and '.join(metrics['liberties'])} may give "
+            f"Mismatched elements: {int(over.sum())} / {e.size}: {int(stray.sum())} leave ATen's tolerance where no "
+            f"liberty explains them (first at {_label(envelope, at)}: {float(a[at]):.7g}, ATen {float(e[at]):.7g}); "
+            f"the other {int(nan_stray.sum())} are NaN, what {' and '.join(metrics['liberties'])} may give "
             f"({envelope.source})"))
     return Judgement(status=status, metrics=metrics)

@@ -168,14 +168,16 @@ _COUNT = re.compile(r"(?:Mismatched|Unwritten) elements: (\d+)")
 
 
 def error_of(result: Result) -> tuple[float | None, int | None]:
-    """(largest error, elements over tolerance) of a failing result: a kernel's metrics (elements over tolerance that
-    no liberty of the spec envelope explains, where it judged them), a model's first diverging node, its output
-    against eager, or what its reason says."""
+    """(largest error, elements over tolerance) of a failing result: a kernel's metrics (the elements over tolerance
+    that no liberty of the spec envelope explains, and their largest error, where it judged them), a model's first
+    diverging node, its output against eager, or what its reason says."""
     metrics = result.metrics or {}
     if metrics.get("max_abs") is not None:
-        unexplained = (metrics.get("envelope") or {}).get("unexplained")
+        envelope = metrics.get("envelope") or {}
+        unexplained = envelope.get("unexplained")
         over = int(metrics.get("mismatches") or 0) if unexplained is None else int(unexplained)
-        return float(metrics["max_abs"]), over + int(metrics.get("unwritten") or 0)
+        error = envelope.get("unexplained_max_abs", metrics["max_abs"])
+        return float(error), over + int(metrics.get("unwritten") or 0)
     where = result.node or {}
     for record in metrics.get("nodes") or []:
         if record.get("index") == where.get("index") and record.get("delegate", 0) == where.get("delegate", 0):

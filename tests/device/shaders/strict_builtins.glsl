@@ -10,7 +10,7 @@ void main() {
   const uint i = gl_GlobalInvocationID.x;
   const float a = t_a[i];
   const float b = t_b[i];
-  const uint o = 12 * i;
+  const uint o = 13 * i;
   t_out[o + 0] = pow(a, b);
   t_out[o + 1] = tan(a);
   t_out[o + 2] = sin(a);
@@ -23,4 +23,5 @@ void main() {
   t_out[o + 9] = log2(a);
   t_out[o + 10] = inversesqrt(a);
   t_out[o + 11] = cos(a);
+  t_out[o + 12] = a;
 }

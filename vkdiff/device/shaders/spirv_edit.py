@@ -8,7 +8,7 @@ import struct
 import numpy as np
 
 from vkdiff.device.shaders.spirv import OP_CAPABILITY, OP_CONSTANT, OP_DECORATE, OP_TYPE_BOOL, OP_TYPE_FLOAT
-from vkdiff.device.shaders.spirv import ACCESS_CHAINS, OP_TYPE_VECTOR, OP_VARIABLE
+from vkdiff.device.shaders.spirv import OP_TYPE_VECTOR
 from vkdiff.device.shaders.spirv import SpirvError, instructions, words_of
 
 __all__ = ["Edit", "inst"]
@@ -20,11 +20,22 @@ CAPABILITY = {16: 9, 64: 10}
 INT_CAPABILITY = {16: 22, 64: 11}
 """``OpCapability`` Int16 and Int64, by the width of the integer type that needs it."""
 OP_TYPE_INT = 21
+OP_TYPE_FIRST, OP_TYPE_LAST = 19, 39
+"""``OpTypeVoid`` … ``OpTypeForwardPointer``: instructions that declare a type."""
 
 
 def inst(op: int, *operands: int) -> list[int]:
     """The words of one instruction."""
     return [((len(operands) + 1) << 16) | op, *operands]
+
+
+SMALLEST_NORMAL = {32: 2.0 ** -126, 16: 2.0 ** -14}
+
+
+def float_value(bits: int, width: int) -> float:
+    if width == 16:
+        return float(np.uint16(bits).view(np.float16))
+    return float(np.uint32(bits).view(np.float32)) if width == 32 else 0.0
 
 
 def float_bits(value: float, width: int) -> int:
@@ -74,12 +85,25 @@ class Edit:
     def decorated(self, decoration: int) -> set[int]:
         return {ops[0] for _, op, ops in self.insts if op == OP_DECORATE and ops[1] == decoration}
 
-    def pointers_into(self, storage_classes: frozenset[int]) -> set[int]:
-        """Ids of variables of ``storage_classes`` and of access chains into them."""
-        found = {ops[1] for _, op, ops in self.insts if op == OP_VARIABLE and ops[2] in storage_classes}
-        for _, op, ops in self.body():
-            if op in ACCESS_CHAINS and ops[2] in found:
-                found.add(ops[1])
+    def result_types(self) -> dict[int, int]:
+        """Result id → type id of every instruction in a function and every float constant."""
+        declared = {ops[0] for _, op, ops in self.insts if OP_TYPE_FIRST <= op <= OP_TYPE_LAST and ops}
+        found = {ops[1]: ops[0] for _, op, ops in self.body() if len(ops) > 1 and ops[0] in declared}
+        return {**found, **self.float_constants()}
+
+    def float_constants(self, normal_only: bool = False) -> dict[int, int]:
+        """Float scalar and vector constants, id → type (with ``normal_only``, those holding no subnormal)."""
+        found: dict[int, int] = {}
+        for _, op, ops in self.insts:
+            shape = self.float_shape(ops[0]) if op in (OP_CONSTANT, OP_CONSTANT_COMPOSITE) and len(ops) > 2 else None
+            if shape is None:
+                continue
+            if op == OP_CONSTANT:
+                value = abs(float_value(ops[2], shape[0]))
+                if not normal_only or not 0 < value < SMALLEST_NORMAL.get(shape[0], 0):
+                    found[ops[1]] = ops[0]
+            elif not normal_only or all(part in found for part in ops[2:]):
+                found[ops[1]] = ops[0]
         return found
 
     def float_shape(self, type_id: int) -> tuple[int, int] | None:

@@ -46,13 +46,11 @@ import tomllib
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-import numpy as np
-
 from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
-from vkdiff.device.shaders.spirv import DEC_RELAXED_PRECISION, OP_CONSTANT, OP_LOAD, SpirvError
-from vkdiff.device.shaders.spirv_edit import OP_EXT_INST, Edit, float_bits, inst
+from vkdiff.device.shaders.spirv import DEC_RELAXED_PRECISION, OP_LOAD, SpirvError
+from vkdiff.device.shaders.spirv_edit import OP_EXT_INST, SMALLEST_NORMAL, Edit, inst
 
-__all__ = ["PROFILES", "Profile", "RULES", "profiles", "rewrite", "rewritten", "rules_of"]
+__all__ = ["PROFILES", "Profile", "RULES", "profile_version", "profiles", "rewrite", "rewritten", "rules_of"]
 
 OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST = 115, 111, 112, 124
 OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD = 127, 129, 131, 133, 136, 140, 141
@@ -61,20 +59,26 @@ OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ = 88, 95, 98
 OP_GROUP_FADD, OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX = 350, 352, 355, 358
 OP_SELECT, OP_IEQUAL, OP_BITWISE_AND = 169, 170, 199
 DEC_NO_CONTRACTION = 42
-INVOCATION_MEMORY = frozenset({4, 6, 7})
-"""Storage classes Workgroup, Private and Function: memory only the shader itself writes."""
 GLSL_ROUND_EVEN, GLSL_SIN, GLSL_COS, GLSL_TAN = 2, 13, 14, 15
 GLSL_SINH, GLSL_COSH, GLSL_TANH, GLSL_POW, GLSL_EXP, GLSL_LOG, GLSL_EXP2, GLSL_LOG2 = 19, 20, 21, 26, 27, 28, 29, 30
 GLSL_SQRT, GLSL_INVERSE_SQRT, GLSL_FMA = 31, 32, 50
 LOG2_E, LN_2 = 1.4426950408889634, 0.6931471805599453
 SIN_COS_STEP = {32: 2.0 ** -11, 16: 2.0 ** -7}
-TINY = {32: 2.0 ** -126, 16: 2.0 ** -14}
 EXPONENT = {32: 0x7F800000, 16: 0x7C00}
-FLUSHED = frozenset({OP_LOAD, OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST, OP_FNEGATE, OP_FADD,
-                     OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD, OP_VECTOR_TIMES_SCALAR, OP_DOT, OP_EXT_INST,
-                     OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ, OP_GROUP_FADD, OP_GROUP_FMUL,
-                     OP_GROUP_FMIN, OP_GROUP_FMAX})
-"""Instructions whose float result a flushing device may flush (moves and selects pass flushed values on)."""
+ARITHMETIC = frozenset({OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL,
+                        OP_FDIV, OP_FREM, OP_FMOD, OP_VECTOR_TIMES_SCALAR, OP_DOT, OP_EXT_INST, OP_GROUP_FADD,
+                        OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX})
+"""Instructions that compute a float: a flushing device may flush what they read and what they give. The spec
+forbids it for loads, stores, bitcasts, constants and moves; texel fetches are left alone like loads."""
+INTEGRAL = frozenset({OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F})
+"""Conversions from integers: 0, or at least 1 in magnitude."""
+COMPARISONS = frozenset(range(180, 192))
+"""OpFOrdEqual … OpFUnordGreaterThanEqual: a flushing device compares flushed operands."""
+OP_VECTOR_EXTRACT_DYNAMIC, OP_VECTOR_INSERT_DYNAMIC, OP_VECTOR_SHUFFLE = 77, 78, 79
+OP_COMPOSITE_CONSTRUCT, OP_COMPOSITE_EXTRACT, OP_COMPOSITE_INSERT, OP_COPY_OBJECT, OP_PHI = 80, 81, 82, 83, 245
+MOVES = frozenset({OP_VECTOR_EXTRACT_DYNAMIC, OP_VECTOR_INSERT_DYNAMIC, OP_VECTOR_SHUFFLE, OP_COMPOSITE_CONSTRUCT,
+                   OP_COMPOSITE_EXTRACT, OP_COMPOSITE_INSERT, OP_COPY_OBJECT, OP_PHI, 169})
+"""Instructions that pass values on unchanged (``OpSelect`` among them)."""
 
 
 def _calls(m: Edit, *numbers: int):
@@ -184,7 +188,7 @@ def _contraction(m: Edit) -> None:
 def _relaxed_precision(m: Edit) -> None:
     relaxed = m.decorated(DEC_RELAXED_PRECISION)
     for at, op, ops in m.body():
-        shape = m.float_shape(ops[0]) if op in FLUSHED and len(ops) > 1 and ops[1] in relaxed else None
+        shape = m.float_shape(ops[0]) if op in ARITHMETIC | {OP_LOAD} and len(ops) > 1 and ops[1] in relaxed else None
         if shape and shape[0] == 32:
             m.replaced[at], exact = m.renamed(at, op, ops)
             half = m.fresh()
@@ -193,17 +197,68 @@ def _relaxed_precision(m: Edit) -> None:
 
 
 def _subnormal_flush(m: Edit) -> None:
-    for at, op, ops in m.insts:
-        shape = m.float_shape(ops[0]) if op == OP_CONSTANT else None
-        if shape and shape[0] in TINY and 0 < abs(_value(ops[2], shape[0])) < TINY[shape[0]]:
-            m.replaced[at] = inst(OP_CONSTANT, ops[0], ops[1], float_bits(0.0 * _value(ops[2], shape[0]), shape[0]))
-    widths = {ops[1]: m.float_shape(ops[0]) for _, op, ops in m.body() if len(ops) > 1 and m.float_shape(ops[0])}
-    local = m.pointers_into(INVOCATION_MEMORY)
+    """Every operand an arithmetic instruction reads that may hold a subnormal (a load, a bitcast, a texel, a
+    constant, or a move of one) and every result it computes, flushed; moves, loads and stores keep subnormals, as the
+    spec requires of them."""
+    types = m.result_types()
+    safe = _never_subnormal(m, types)
     for at, op, ops in m.body():
-        shape = m.float_shape(ops[0]) if op in FLUSHED and len(ops) > 1 else None
-        if shape and shape[0] in TINY and not _never_subnormal(op, ops, shape, widths, local):
-            m.replaced[at], exact = m.renamed(at, op, ops)
-            m.after[at] = _flushed(m, ops[0], shape, exact, ops[1])
+        positions = _float_operands(m, op, ops, types)
+        shape = m.float_shape(ops[0]) if op in ARITHMETIC and op not in INTEGRAL else None
+        flush_result = bool(shape) and shape[0] in SMALLEST_NORMAL and not _widening(m, op, ops, types)
+        unsafe = [k for k in positions if ops[k] not in safe and m.float_shape(types[ops[k]])[0] in SMALLEST_NORMAL]
+        if not unsafe and not flush_result:
+            continue
+        words, new = [], list(ops)
+        for k in unsafe:
+            new[k] = m.fresh()
+            words += _flushed(m, types[ops[k]], m.float_shape(types[ops[k]]), ops[k], new[k])
+        if flush_result:
+            new[1] = m.fresh()
+            m.after[at] = _flushed(m, ops[0], shape, new[1], ops[1])
+        m.replaced[at] = words + inst(op, *new)
+
+
+def _float_operands(m: Edit, op: int, ops: list[int], types: dict[int, int]) -> list[int]:
+    """Positions in ``ops`` of the float operands an arithmetic instruction or comparison computes with."""
+    if op == OP_EXT_INST:
+        first = 4 if ops[2] == m.glsl else len(ops)
+    elif op in ARITHMETIC or op in COMPARISONS:
+        first = 2
+    else:
+        return []
+    return [k for k in range(first, len(ops)) if ops[k] in types and m.float_shape(types[ops[k]])]
+
+
+def _widening(m: Edit, op: int, ops: list[int], types: dict[int, int]) -> bool:
+    """A narrower float converted to a wider one: never subnormal there."""
+    return (op == OP_FCONVERT and ops[2] in types and m.float_shape(types[ops[2]]) is not None
+            and m.float_shape(types[ops[2]])[0] < m.float_shape(ops[0])[0])
+
+
+def _never_subnormal(m: Edit, types: dict[int, int]) -> set[int]:
+    """Ids that hold no subnormal once the rule has run: flushed results, integers converted (0, or at least 1 in
+    magnitude), constants that are not subnormal, and moves of those only (the largest such set: a loop's phi is kept
+    while every value it may take is)."""
+    safe = {ops[1] for _, op, ops in m.body() if op in ARITHMETIC and len(ops) > 1}
+    safe |= {cid for cid, ok in m.float_constants(normal_only=True).items()}
+    movers = {ops[1]: [v for v in _moved(op, ops) if v in types and m.float_shape(types[v])]
+              for _, op, ops in m.body() if op in MOVES}
+    kept = set(movers)
+    while True:
+        dropped = {r for r in kept if any(v not in safe and v not in kept for v in movers[r])}
+        if not dropped:
+            return safe | kept
+        kept -= dropped
+
+
+def _moved(op: int, ops: list[int]) -> list[int]:
+    if op == OP_PHI:
+        return ops[2::2]
+    if op == OP_SELECT:
+        return ops[3:5]
+    return ops[2:] if op == OP_COMPOSITE_CONSTRUCT else ops[2:4] if op in (OP_VECTOR_SHUFFLE, OP_COMPOSITE_INSERT,
+                                                                         OP_VECTOR_INSERT_DYNAMIC) else ops[2:3]
 
 
 def _flushed(m: Edit, rtype: int, shape: tuple[int, int], exact: int, result: int) -> list[int]:
@@ -219,19 +274,6 @@ def _flushed(m: Edit, rtype: int, shape: tuple[int, int], exact: int, result: in
             + inst(OP_BITWISE_AND, bits_type, sign, bits, m.uint_constant(width, components, 1 << (width - 1)))
             + inst(OP_SELECT, bits_type, kept, zero_exponent, sign, bits)
             + inst(OP_BITCAST, rtype, result, kept))
-
-
-def _never_subnormal(op: int, ops: list[int], shape: tuple[int, int], widths: dict, local: set[int]) -> bool:
-    """Values that need no flush: an integer converted to float (0, or at least 1 in magnitude), a narrower float
-    widened, and what the shader reads back from its own variables or shared memory (it stored them flushed).
-    Fewer flushes matter: lavapipe's compile time grows with each."""
-    if op in (OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F) or (op == OP_LOAD and ops[2] in local):
-        return True
-    return op == OP_FCONVERT and ops[2] in widths and widths[ops[2]][0] < shape[0]
-
-
-def _value(bits: int, width: int) -> float:
-    return float(np.uint16(bits).view(np.float16)) if width == 16 else float(np.uint32(bits).view(np.float32))
 
 
 RULES: dict[str, Callable[[Edit], None]] = {
@@ -315,6 +357,12 @@ def rules_of(profile: str) -> tuple[str, ...]:
         raise SpirvError(f"device profile {profile!r}: {unknown[0]!r} is neither a profile "
                          f"({', '.join(p for p in PROFILES if p)}) nor a rule ({', '.join(RULES)})")
     return tuple(rule for rule in RULES if rule in named)
+
+
+def profile_version(profile: str) -> str:
+    """What a profile's rewrite depends on (its rules, the rewriter's source); empty for no profile."""
+    rules = rules_of(profile)
+    return hashlib.sha256(_rewriter_digest() + ",".join(rules).encode()).hexdigest()[:16] if rules else ""
 
 
 _MEMO: dict[str, bytes] = {}
