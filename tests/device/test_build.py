@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.testutils import requires_glslc, requires_vulkan
+from tests.testutils import requires_glslc, requires_tree, requires_vulkan
 from vkdiff.device.shaders import build
 from vkdiff.device.runtime import resources
 from vkdiff.device.shaders.dispatch import dispatch
@@ -188,3 +188,27 @@ def test_rebuild_lists_the_trees_it_did_not_check(tree, tmp_path):
     assert report.unchecked == [f"1 module of another tree (index/{build.ShaderBuilder(other).tree}, last built from "
                                 f"{other}): pass that tree with --et-src",
                                 "1 of 2 modules in spv/ belong to no variant of this tree (pass their tree with --et-src)"]
+
+
+@requires_tree
+def test_mediump_builds_half_variants_as_etvk_mediump_builds_do(et_tree, tmp_path, monkeypatch):
+    """``--mediump`` (EXECUTORCH_VULKAN_USE_MEDIUMP_FOR_FP16): a texture half variant's float32 locals become
+    RelaxedPrecision; float variants do not change, and the two builds keep indexes of their own."""
+    from vkdiff.device.shaders import spirv
+
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    highp, mediump = build.ShaderBuilder(et_tree), build.ShaderBuilder(et_tree, mediump=True)
+    assert not spirv.relaxed_precision(highp.build("binary_add_texture3d_half").spv)
+    assert spirv.relaxed_precision(mediump.build("binary_add_texture3d_half").spv)
+    assert highp.build("binary_add_buffer_float").spv == mediump.build("binary_add_buffer_float").spv
+    assert highp.index_dir != mediump.index_dir
+
+
+def test_mediump_is_a_setting_children_inherit():
+    from vkdiff.datamodel.settings import RunSettings, SettingsError
+    from vkdiff.entry.options import run_settings
+
+    settings = run_settings({"mediump": True})
+    assert settings.mediump and RunSettings.from_environment(settings.environment()) == settings
+    with pytest.raises(SettingsError, match="VKDIFF_MEDIUMP='yes': give 1 or 0"):
+        RunSettings.from_environment({"VKDIFF_MEDIUMP": "yes"})

@@ -25,7 +25,7 @@ RULE_SET = re.compile(r"[a-z_0-9]+(\+[a-z_0-9]+)*")
 room checks their names."""
 
 ENVIRONMENT = {"transport": "VKDIFF_TRANSPORT", "validate": "VKDIFF_VALIDATE", "replays": "VKDIFF_REPLAYS",
-               "local_wg": "VKDIFF_LOCAL_WG", "device_profile": "VKDIFF_DEVICE_PROFILE"}
+               "local_wg": "VKDIFF_LOCAL_WG", "device_profile": "VKDIFF_DEVICE_PROFILE", "mediump": "VKDIFF_MEDIUMP"}
 """The settings a process may take from its environment, and the variable of each."""
 
 
@@ -59,6 +59,10 @@ class RunSettings:
     """``--device-profile``: the raw transport rewrites every module it loads under this profile's liberties
     (``DEVICE_PROFILES``; ``vkdiff/device/shaders/profiles.toml``)."""
 
+    mediump: bool = False
+    """``--mediump``: half variants built as ExecuTorch's ``EXECUTORCH_VULKAN_USE_MEDIUMP_FOR_FP16`` build builds them
+    (``gen_vulkan_spv.py --auto-use-mediump``): GLSL mediump, ``RelaxedPrecision`` in the SPIR-V."""
+
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise SettingsError(f"transport {self.transport!r}: use one of {', '.join(TRANSPORTS)}")
@@ -88,7 +92,8 @@ class RunSettings:
     def environment(self) -> dict[str, str]:
         """The variables a process this run starts reads its settings from."""
         values = {"transport": self.transport, "validate": self.validate, "replays": str(self.replays) if self.replays
-                  else "", "local_wg": self.local_wg or "", "device_profile": self.device_profile}
+                  else "", "local_wg": self.local_wg or "", "device_profile": self.device_profile,
+                  "mediump": "1" if self.mediump else ""}
         return {ENVIRONMENT[name]: value for name, value in values.items() if value}
 
 
@@ -99,4 +104,8 @@ def _parsed(name: str, variable: str, text: str) -> object:
         return int(text)
     if name == "validate":
         return "" if text in ("0", "false") else "sync" if text in ("1", "true", "sync") else text
+    if name == "mediump":
+        if text not in ("0", "1", "false", "true"):
+            raise SettingsError(f"${variable}={text!r}: give 1 or 0")
+        return text in ("1", "true")
     return text

@@ -147,6 +147,10 @@ def add_run_options(addoption: Callable[..., object], prefix: str = "") -> None:
                    "those the vendor is known to, under its --route and --limits-profile (profiles.toml says "
                    "where each fact comes from); or rules joined by + (division+contraction). Needs --transport "
                    "vulkan; the slug gains -PROFILE; env VKDIFF_DEVICE_PROFILE")
+    addoption(f"--{prefix}mediump", action="store_true", default=None,
+              help="Build half variants as ExecuTorch's EXECUTORCH_VULKAN_USE_MEDIUMP_FOR_FP16 build does (GLSL "
+                   "mediump: RelaxedPrecision, which a device may compute in float16; the device profiles' "
+                   "relaxed_precision rule does); env VKDIFF_MEDIUMP=1")
     addoption(f"--{prefix}local-wg", metavar="XxYxZ[@NODE]", type=parse_local_wg, default=None,
               help="Local workgroup size every dispatch takes (or only delegate node NODE's) instead of ET-VK's pick "
                    "(env VKDIFF_LOCAL_WG); bisect knob and bisect device sweep it")
@@ -223,7 +227,7 @@ def add_case_device_options(parser, *, profiles_help: str) -> None:
 
 
 SETTINGS = ("seed", "repeat", "route", "limits_profile", "timeout", "transport", "validate", "local_wg",
-            "device_profile")
+            "device_profile", "mediump")
 """Options that are run settings under the same name (``replays`` counts only with ``--mode graph``)."""
 
 

@@ -61,7 +61,7 @@ def _open_context(spec: WorkerSpec):
     settings = spec.settings
     info, adapter = select([spec.slug], via=settings.transport, validate=settings.validate,
                            profile=settings.device_profile)[0]
-    builder = ShaderBuilder(Path(spec.tree) if spec.tree else None)
+    builder = ShaderBuilder(Path(spec.tree) if spec.tree else None, mediump=settings.mediump)
     return DeviceContext(info, adapter, builder, settings.limits_profile, settings=settings)
 
 

@@ -59,6 +59,8 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
         parts += ["--route", settings.route]
     if settings.limits_profile:
         parts += ["--limits-profile", settings.limits_profile]
+    if settings.mediump:
+        parts += ["--mediump"]
     if settings.timeout is not None:
         parts += ["--timeout", f"{settings.timeout:g}"]
     if settings.repeat > 1:
@@ -190,7 +192,7 @@ class Runner:
         if self._builder is None:
             from vkdiff.device.shaders.build import ShaderBuilder
 
-            self._builder = ShaderBuilder(self.tree.path)
+            self._builder = ShaderBuilder(self.tree.path, mediump=self.settings.mediump)
         return self._builder
 
     def close(self) -> None:
@@ -232,8 +234,7 @@ class Runner:
         else:
             result = run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
                               prepared=self._prepared(case), repro=repro)
-        if self.limits_profile:
-            result.knobs = {**result.knobs, "limits": self.limits_profile}
+        result.knobs = {**result.knobs, **self._build_knobs()}
         if result.status == Status.FAIL_DRIVER.name and self.on_driver_bug is not None:
             result.metrics["driver_repro"] = self._driver_repro(case, device)
         return result
@@ -279,8 +280,12 @@ class Runner:
                             tree=self.tree.path, repeat=self.repeat, replays=self.settings.replays)
 
     def _knobs(self, case: ModelCase) -> dict:
-        knobs = {**case.knobs, "route": self.route}
-        return {**knobs, "limits": self.limits_profile} if self.limits_profile else knobs
+        return {**case.knobs, "route": self.route, **self._build_knobs()}
+
+    def _build_knobs(self) -> dict:
+        """The run's limits profile and shader build knob, where set (results of other builds are other rows)."""
+        return {**({"limits": self.limits_profile} if self.limits_profile else {}),
+                **({"mediump": True} if self.settings.mediump else {})}
 
     def _context(self, slug: str) -> DeviceContext:
         if slug not in self._contexts:

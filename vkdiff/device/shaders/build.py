@@ -24,6 +24,7 @@ import difflib
 import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import re
 import shutil
@@ -201,11 +202,18 @@ def _load_codegen(path: Path) -> types.ModuleType:
     return module
 
 
-def _per_yaml_generator(gen: types.ModuleType, glsl_dir: Path, env: dict) -> tuple[Any, dict[str, Exception]]:
+def _per_yaml_generator(gen: types.ModuleType, glsl_dir: Path, env: dict,
+                        mediump: bool = False) -> tuple[Any, dict[str, Exception]]:
     """The tree's ``SPVGenerator``, parsing each yaml on its own: a broken one loses only its own templates.
 
     Returns the generator and, per unreadable yaml file, what its parse raised (its templates are rolled back).
+
+    Raises:
+        BuildError: ``mediump`` asked of a tree whose codegen has no ``--auto-use-mediump``.
     """
+    if mediump and "auto_use_mediump" not in inspect.signature(gen.SPVGenerator.__init__).parameters:
+        raise BuildError(f"{glsl_dir}: this tree's gen_vulkan_spv.py has no --auto-use-mediump (ExecuTorch before "
+                         f"3a9230de32): drop --mediump")
     unreadable: dict[str, Exception] = {}
 
     class PerYaml(gen.SPVGenerator):
@@ -221,7 +229,8 @@ def _per_yaml_generator(gen: types.ModuleType, glsl_dir: Path, env: dict) -> tup
                     del self.shader_template_params[template]
                 unreadable[yaml_file] = exc
 
-    return PerYaml(str(glsl_dir), env, None, replace_u16vecn=True), unreadable
+    extra = {"auto_use_mediump": True} if mediump else {}
+    return PerYaml(str(glsl_dir), env, None, replace_u16vecn=True, **extra), unreadable
 
 
 def _yaml_problem(exc: Exception, where: str) -> str:
@@ -306,12 +315,14 @@ class Recheck:
 class ShaderBuilder:
     """Builds and caches the variants of one ExecuTorch tree."""
 
-    def __init__(self, et_src: Path, cache: Path | None = None):
+    def __init__(self, et_src: Path, cache: Path | None = None, mediump: bool = False):
         self.et_src = et_src
         self.glsl_dir = et_src / GLSL_SUBDIR
         self.tree = tree_hash(self.glsl_dir)
         self.cache = cache or cache_dir()
-        self.index_dir = self.cache / "index" / self.tree
+        self.mediump = mediump
+        """Half variants as ``EXECUTORCH_VULKAN_USE_MEDIUMP_FOR_FP16`` builds them (``--auto-use-mediump``)."""
+        self.index_dir = self.cache / "index" / (self.tree + ("-mediump" if mediump else ""))
         self._headers_of: dict[bool, tuple[dict[str, str], dict[str, str]]] = {}
         self._checked: dict[str, str] = {}
         """Variant → the module key derived for it in this process (each derived once)."""
@@ -322,7 +333,7 @@ class ShaderBuilder:
         try:
             gen = _load_codegen(codegen_path(self.et_src))
             env = {**copy.deepcopy(gen.DEFAULT_ENV), **gen.TYPE_MAPPINGS, **gen.UTILITY_FNS}
-            generator, unreadable = _per_yaml_generator(gen, self.glsl_dir, env)
+            generator, unreadable = _per_yaml_generator(gen, self.glsl_dir, env, self.mediump)
         except BuildError as exc:
             return exc
         except Exception as exc:  # the tree's codegen raises anything

@@ -59,7 +59,7 @@ def _contexts(adapter, tree, settings):
     from vkdiff.device.shaders.build import ShaderBuilder
     from vkdiff.device.runtime.context import DeviceContext
 
-    builder, made = ShaderBuilder(tree.path), {}
+    builder, made = ShaderBuilder(tree.path, mediump=settings.mediump), {}
 
     def ctx_for(limits: str | None, local_wg: str = workgroups.DEFAULT) -> Any:
         if (limits, local_wg) not in made:
@@ -191,7 +191,7 @@ def _device(args: argparse.Namespace, case) -> int:
                for r in routes for lim in ["native", *limits_profiles()]]
     configs += [{"device": d, "route": "native", "limits": "native", "local_wg": wg} for d in adapters
                 for wg in workgroups.CHOICES]
-    builder, contexts = ShaderBuilder(tree.path), {}
+    builder, contexts = ShaderBuilder(tree.path, mediump=args.settings.mediump), {}
 
     def run(config):
         key = (config["device"], config["limits"], config["local_wg"])

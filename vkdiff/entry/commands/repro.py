@@ -36,7 +36,7 @@ def run(args) -> int:
 
     case, prepared = _selected(args)
     tree, adapter = tree_and_adapter(args.et_src, args.device, args.settings)
-    ctx = DeviceContext(*adapter, ShaderBuilder(tree.path), args.limits_profile, settings=args.settings)
+    ctx = DeviceContext(*adapter, ShaderBuilder(tree.path, mediump=args.settings.mediump), args.limits_profile, settings=args.settings)
     out = _kernel_folder(args, case, ctx) if case is not None else _node_folder(args, *prepared, ctx, tree.path)
     if out is None:
         return 1
