@@ -94,7 +94,8 @@ def _inside(band: Band, values: np.ndarray, bound: np.ndarray, dtype: np.dtype) 
         lo = band.lo - np.maximum(bound, ulp(band.lo, dtype))
         hi = band.hi + np.maximum(bound, ulp(band.hi, dtype))
         numeric = (values >= lo) & (values <= hi)
-    return numeric | (np.isnan(values) & band.nan)
+    exact_end = (values == band.lo) | (values == band.hi)  # an infinite end (inf - its width is NaN)
+    return numeric | exact_end | (np.isnan(values) & band.nan)
 
 
 def _where(mask: np.ndarray) -> tuple[int, ...]:
@@ -160,7 +161,9 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
     counts = envelope.counts(stray)
     metrics["unexplained"] = counts if envelope.parts else counts[0]  # a tuple's per output, as the tolerance counts
     with np.errstate(invalid="ignore"):
-        metrics["unexplained_max_abs"] = float(np.abs(a - e)[stray].max()) if stray.any() else 0.0
+        gaps = np.abs(a - e)[stray]
+    gaps = gaps[~np.isnan(gaps)]  # as the tolerance's max_abs: a NaN element counts, its size does not
+    metrics["unexplained_max_abs"] = float(gaps.max()) if gaps.size else 0.0
     if envelope.complete and (faithful | ~stray).all():
         at = _where(stray)
         widest = envelope.bands[-1] if envelope.bands else None
@@ -173,8 +176,8 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
     if status is Status.FAIL_NAN and nan_stray.any() and not (nan_stray & stray).any():
         at = _where(stray)
         return Judgement(status=Status.FAIL_NUMERIC, metrics=metrics, reason=(
-            f"Mismatched elements: {int(over.sum())} / {e.size}: {int(stray.sum())} leave ATen's tolerance where no "
-            f"liberty explains them (first at {_label(envelope, at)}: {float(a[at]):.7g}, ATen {float(e[at]):.7g}); "
-            f"the other {int(nan_stray.sum())} are NaN, what {' and '.join(metrics['liberties'])} may give "
-            f"({envelope.source})"))
+            f"Mismatched elements: {int(over.sum())} / {e.size} ({int(stray.sum())} leave ATen's tolerance where no "
+            f"liberty explains them, first at {_label(envelope, at)}: {float(a[at]):.7g}, ATen {float(e[at]):.7g}; "
+            f"the other {int(nan_stray.sum())} are NaN, what {' and '.join(metrics['liberties'])} may give: "
+            f"{envelope.source})"))
     return Judgement(status=status, metrics=metrics)

@@ -85,10 +85,14 @@ class Edit:
     def decorated(self, decoration: int) -> set[int]:
         return {ops[0] for _, op, ops in self.insts if op == OP_DECORATE and ops[1] == decoration}
 
+    def definitions(self) -> dict[int, tuple[int, int, int]]:
+        """Result id → (offset, opcode, type id) of every instruction in a function that has a result."""
+        declared = {ops[0] for _, op, ops in self.insts if OP_TYPE_FIRST <= op <= OP_TYPE_LAST and ops}
+        return {ops[1]: (at, op, ops[0]) for at, op, ops in self.body() if len(ops) > 1 and ops[0] in declared}
+
     def result_types(self) -> dict[int, int]:
         """Result id → type id of every instruction in a function and every float constant."""
-        declared = {ops[0] for _, op, ops in self.insts if OP_TYPE_FIRST <= op <= OP_TYPE_LAST and ops}
-        found = {ops[1]: ops[0] for _, op, ops in self.body() if len(ops) > 1 and ops[0] in declared}
+        found = {result: type_id for result, (_, _, type_id) in self.definitions().items()}
         return {**found, **self.float_constants()}
 
     def float_constants(self, normal_only: bool = False) -> dict[int, int]:

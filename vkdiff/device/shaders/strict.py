@@ -64,7 +64,6 @@ GLSL_SINH, GLSL_COSH, GLSL_TANH, GLSL_POW, GLSL_EXP, GLSL_LOG, GLSL_EXP2, GLSL_L
 GLSL_SQRT, GLSL_INVERSE_SQRT, GLSL_FMA = 31, 32, 50
 LOG2_E, LN_2 = 1.4426950408889634, 0.6931471805599453
 SIN_COS_STEP = {32: 2.0 ** -11, 16: 2.0 ** -7}
-EXPONENT = {32: 0x7F800000, 16: 0x7C00}
 ARITHMETIC = frozenset({OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL,
                         OP_FDIV, OP_FREM, OP_FMOD, OP_VECTOR_TIMES_SCALAR, OP_DOT, OP_EXT_INST, OP_GROUP_FADD,
                         OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX})
@@ -76,6 +75,9 @@ COMPARISONS = frozenset(range(180, 192))
 """OpFOrdEqual … OpFUnordGreaterThanEqual: a flushing device compares flushed operands."""
 OP_VECTOR_EXTRACT_DYNAMIC, OP_VECTOR_INSERT_DYNAMIC, OP_VECTOR_SHUFFLE = 77, 78, 79
 OP_COMPOSITE_CONSTRUCT, OP_COMPOSITE_EXTRACT, OP_COMPOSITE_INSERT, OP_COPY_OBJECT, OP_PHI = 80, 81, 82, 83, 245
+OP_FUNCTION_PARAMETER = 55
+EXPONENT = {32: 0x7F800000, 16: 0x7C00}
+"""Exponent bits by float width: all zero in a subnormal (and in zero)."""
 MOVES = frozenset({OP_VECTOR_EXTRACT_DYNAMIC, OP_VECTOR_INSERT_DYNAMIC, OP_VECTOR_SHUFFLE, OP_COMPOSITE_CONSTRUCT,
                    OP_COMPOSITE_EXTRACT, OP_COMPOSITE_INSERT, OP_COPY_OBJECT, OP_PHI, 169})
 """Instructions that pass values on unchanged (``OpSelect`` among them)."""
@@ -199,9 +201,13 @@ def _relaxed_precision(m: Edit) -> None:
 def _subnormal_flush(m: Edit) -> None:
     """Every operand an arithmetic instruction reads that may hold a subnormal (a load, a bitcast, a texel, a
     constant, or a move of one) and every result it computes, flushed; moves, loads and stores keep subnormals, as the
-    spec requires of them."""
+    spec requires of them. An operand is flushed once, after the instruction that defines it, for all the arithmetic
+    that reads it (where that instruction is a phi or a parameter, which must stay grouped, before each use)."""
     types = m.result_types()
     safe = _never_subnormal(m, types)
+    defined = {result: at for result, (at, op, _) in m.definitions().items()
+               if op not in (OP_PHI, OP_FUNCTION_PARAMETER)}
+    once: dict[int, int] = {}
     for at, op, ops in m.body():
         positions = _float_operands(m, op, ops, types)
         shape = m.float_shape(ops[0]) if op in ARITHMETIC and op not in INTEGRAL else None
@@ -211,11 +217,19 @@ def _subnormal_flush(m: Edit) -> None:
             continue
         words, new = [], list(ops)
         for k in unsafe:
-            new[k] = m.fresh()
-            words += _flushed(m, types[ops[k]], m.float_shape(types[ops[k]]), ops[k], new[k])
+            value, value_type = ops[k], types[ops[k]]
+            if value in defined:
+                if value not in once:
+                    once[value] = m.fresh()
+                    m.after[defined[value]] = (m.after.get(defined[value], [])
+                                               + _flushed(m, value_type, m.float_shape(value_type), value, once[value]))
+                new[k] = once[value]
+            else:
+                new[k] = m.fresh()
+                words += _flushed(m, value_type, m.float_shape(value_type), value, new[k])
         if flush_result:
             new[1] = m.fresh()
-            m.after[at] = _flushed(m, ops[0], shape, new[1], ops[1])
+            m.after[at] = m.after.get(at, []) + _flushed(m, ops[0], shape, new[1], ops[1])
         m.replaced[at] = words + inst(op, *new)
 
 

@@ -214,16 +214,18 @@ def _device(args: argparse.Namespace, case) -> int:
 
 
 def _liberty(args: argparse.Namespace, case) -> int:
-    """Each rule set runs on an adapter opened under it (the raw transport rewrites what it loads)."""
+    """Each rule set runs in a child process of its own (``--timeout``'s workers), on the adapter opened under it: a
+    raw Vulkan process that opens many devices in turn is not one a bisect should trust."""
     import dataclasses
 
     from vkdiff.bisect.liberty import bisect_liberties
     from vkdiff.datamodel import Status
     from vkdiff.device.shaders.strict import rules_of
     from vkdiff.entry.options import route_transport_problem
+    from vkdiff.harness.runner import Runner
 
     profile = args.settings.device_profile or "strict"
-    settings = dataclasses.replace(args.settings, device_profile=profile)
+    settings = dataclasses.replace(args.settings, device_profile=profile, timeout=args.settings.timeout or 600.0)
     problem = route_transport_problem(settings)
     if problem:
         raise SelectionError(problem)
@@ -231,23 +233,15 @@ def _liberty(args: argparse.Namespace, case) -> int:
     def evaluate(rules: tuple[str, ...]) -> Status:
         trial = dataclasses.replace(settings, device_profile="+".join(rules))
         tree, adapter = tree_and_adapter(args.et_src, args.device, trial)
-        ctx = _contexts(adapter, tree, trial)(args.limits_profile)
-        return Status[_status(case, ctx, args, tree)]
+        runner = Runner(tree=tree, adapters=[adapter], settings=trial, et_src=args.et_src)
+        try:
+            statuses = [Status[r.status] for r in runner.run(case, runner.slugs[0])]
+        finally:
+            runner.close()
+        return next((s for s in statuses if s.is_failure()), statuses[0])
 
     found = bisect_liberties(profile, rules_of(profile), evaluate)
     print("\n".join(found.lines()))
     for rules, status in found.trials:
         print(f"  {status:<16} {' + '.join(rules) or '(none)'}")
     return 1 if found.culprit else 0
-
-
-def _status(case, ctx, args: argparse.Namespace, tree) -> str:
-    from vkdiff.cases.kernels import KernelCase
-
-    if isinstance(case, KernelCase):
-        from vkdiff.harness.kernels import run_case
-
-        return run_case(ctx, case, session_seed=args.seed).status
-    from vkdiff.harness.device_models import check_on_device
-
-    return check_on_device(case, ctx, route_name=args.route, tree=tree.path).status

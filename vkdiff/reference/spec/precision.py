@@ -129,15 +129,17 @@ class Spec:
         return liberty in self.grant
 
     def of(self, values, flushable: bool = True) -> Interval:
-        """An operand as the shader reads it (a subnormal may read as zero)."""
+        """An operand as the shader reads it (a subnormal may read as zero; a float16 value the shader widens to
+        compute with may be flushed as a float16 subnormal by the conversion)."""
+        held = "float16" if np.asarray(values).dtype == np.float16 else self.dtype
         values = np.asarray(values, np.float64)
-        if flushable and self._has_subnormal(values) and self._takes("subnormal_flush"):
-            lo, hi, nan = span(values, flush_subnormals(values, self.dtype))
+        if flushable and self._has_subnormal(values, held) and self._takes("subnormal_flush"):
+            lo, hi, nan = span(values, flush_subnormals(values, held))
             return Interval(lo, hi, nan)
         return Interval(values, values, np.isnan(values))
 
-    def _has_subnormal(self, values: np.ndarray) -> bool:
-        tiny = float(np.finfo(self.dtype).tiny)
+    def _has_subnormal(self, values: np.ndarray, held: str | None = None) -> bool:
+        tiny = float(np.finfo(held or self.dtype).tiny)
         with np.errstate(invalid="ignore"):
             return bool(((values != 0) & (np.abs(values) < tiny)).any())
 
