@@ -49,11 +49,18 @@ def test_nothing_to_find_when_the_case_passes_under_the_profile_or_fails_without
 
 @requires_vulkan
 @requires_tree
-def test_bisect_liberty_names_division_for_an_inexact_floor_division(et_tree, capsys):
+def test_bisect_liberty_names_the_flush_that_zeroes_dq8ca_half_scales(et_tree, capsys):
+    """The float16 dq8ca GEMM stores input scale * weight scale (2.9e-5) in float16: PASS as lavapipe computes, wrong
+    once float16 subnormals flush, and no other rule matters."""
     from vkdiff.entry import cli
 
-    code = cli.main(["bisect", "liberty", "div_mode[W67-oW67-fp32-buffer]", "--transport", "vulkan",
+    code = cli.main(["bisect", "liberty", "linear_dq8ca_q4gsw[M4-K4096-N64-g128-fp16-buffer]", "--transport", "vulkan",
                      "--et-src", str(et_tree)])
     out = capsys.readouterr().out
     assert code == 1, out
-    assert "turns PASS into FAIL_PORTABILITY: division" in out
+    assert "PASS with no liberty taken" in out and "turns PASS into FAIL_NUMERIC: subnormal_flush" in out
+
+
+def test_a_portability_finding_needs_no_bisect():
+    found = bisect_liberties("strict", RULES, lambda rules: Status.FAIL_PORTABILITY)
+    assert found.culprit == () and "its verdict names the rule" in found.lines()[-1]

@@ -65,6 +65,9 @@ def bisect_liberties(profile: str, rules: Sequence[str], evaluate: Evaluate) -> 
     found = LibertyBisect(profile=profile, status=full.name, baseline=none.name, trials=search.trials)
     if full is Status.PASS:
         found.note = "nothing to find: the case passes under every liberty of the profile"
+    elif none is Status.FAIL_PORTABILITY:
+        found.note = ("nothing to find: the case is FAIL_PORTABILITY on any device, whatever it computes; its verdict "
+                      "names the rule and the liberty")
     elif none is not Status.PASS:
         found.note = f"nothing to find: the case is {none.name} without any liberty (not a portability failure)"
     else:
