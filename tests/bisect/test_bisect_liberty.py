@@ -61,6 +61,10 @@ def test_bisect_liberty_names_the_flush_that_zeroes_dq8ca_half_scales(et_tree, c
     assert "PASS with no liberty taken" in out and "turns PASS into FAIL_NUMERIC: subnormal_flush" in out
 
 
-def test_a_portability_finding_needs_no_bisect():
+def test_a_portability_finding_needs_no_bisect_unless_the_device_shows_it():
     found = bisect_liberties("strict", RULES, lambda rules: Status.FAIL_PORTABILITY)
     assert found.culprit == () and "its verdict names the rule" in found.lines()[-1]
+    shows = bisect_liberties("strict", RULES, lambda rules: Status.FAIL_NAN if {"division", "subnormal_flush"} <= set(
+        rules) else Status.FAIL_PORTABILITY)
+    assert shows.culprit == ("division", "subnormal_flush")
+    assert "turns FAIL_PORTABILITY into FAIL_NAN: division + subnormal_flush" in shows.lines()[1]

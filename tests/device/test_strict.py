@@ -140,6 +140,21 @@ def test_contraction_computes_a_times_b_plus_c_with_one_rounding(rng):
     assert plain[0] == 0 and fused[0] == F32(2.0 ** -24), "(1 + 2^-12)^2 - (1 + 2^-11) is 2^-24 fused, 0 rounded"
 
 
+def test_reassociation_multiplies_the_later_factors_first(rng):
+    """(a * b) * c as a * (b * c): 1e-3 * 1e20 * 1e20 is 1e37 as written and infinite reassociated (NVIDIA's order,
+    adamw's (1 - beta2) * g * g)."""
+    a = np.concatenate([F32([1e-3]), rng.uniform(-4, 4, 63).astype(F32)])
+    b = np.concatenate([F32([1e20]), rng.uniform(-4, 4, 63).astype(F32)])
+    c = np.concatenate([F32([1e20]), rng.uniform(-4, 4, 63).astype(F32)])
+    spv = compile_glsl("strict_mul3.glsl")
+    plain, ruled = isolated(raw_dispatches, [(spv, a.size, (a, b, c)),
+                                             (strict.rewrite(spv, ["reassociation"]), a.size, (a, b, c))])
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(ruled, a * (b * c))
+        np.testing.assert_array_equal(plain, (a * b) * c)
+    assert np.isfinite(plain[0]) and np.isinf(ruled[0])
+
+
 def test_relaxed_precision_rounds_each_mediump_result_to_float16(rng):
     x = np.concatenate([F32([0.1, 30000.0, -30000.0]), rng.uniform(-100, 100, 61).astype(F32)])
     spv = compile_glsl("mediump_scale.glsl")
@@ -155,7 +170,7 @@ def test_relaxed_precision_rounds_each_mediump_result_to_float16(rng):
 
 def test_a_rewritten_module_is_valid_spirv_and_an_unknown_rule_is_refused():
     for name in ("strict_div.glsl", "strict_tanh.glsl", "strict_builtins.glsl", "strict_fma.glsl",
-                 "mediump_scale.glsl"):
+                 "strict_mul3.glsl", "mediump_scale.glsl"):
         out = strict.rewrite(compile_glsl(name), strict.RULES)
         spirv.reflect(out)
     with pytest.raises(spirv.SpirvError, match="unknown rule 'fast'"):

@@ -1,8 +1,9 @@
 """``vkdiff bisect liberty``: the smallest set of the Vulkan spec's liberties (the strict profile's rules) under which a
 case fails as it does under its device profile.
 
-With no liberty taken (the device as it is) the case must PASS, and with every rule of the
-profile it fails with some status: the failure the search keeps. Each rule is first tried
+With no liberty taken (the device as it is) the case must PASS (or be a portability finding,
+which any device gives), and with every rule of the profile it fails with some other status:
+the failure the search keeps, which a device taking those liberties shows. Each rule is first tried
 alone (the smallest answer is one rule); where none fails alone, rules are taken out of the
 full set one at a time while the failure stays (delta debugging to a 1-minimal set: every
 rule left is needed). A set under which the case cannot run (NOT_SUPPORTED: the device lacks
@@ -37,9 +38,10 @@ class LibertyBisect:
 
     def lines(self) -> list[str]:
         out = [f"{self.status} under --device-profile {self.profile}; {self.baseline} with no liberty taken"]
+        turns = f"{self.baseline} into {self.status}"
         if self.note:
             return [*out, self.note]
-        out.append(f"smallest set of liberties that turns PASS into {self.status}: {' + '.join(self.culprit)}")
+        out.append(f"smallest set of liberties that turns {turns}: {' + '.join(self.culprit)}")
         if len(self.alone) > 1:
             out.append(f"each alone does: {', '.join(self.alone)}")
         return [*out, f"{len(self.trials)} rule sets evaluated"]
@@ -65,10 +67,10 @@ def bisect_liberties(profile: str, rules: Sequence[str], evaluate: Evaluate) -> 
     found = LibertyBisect(profile=profile, status=full.name, baseline=none.name, trials=search.trials)
     if full is Status.PASS:
         found.note = "nothing to find: the case passes under every liberty of the profile"
-    elif none is Status.FAIL_PORTABILITY:
+    elif none is Status.FAIL_PORTABILITY and full is Status.FAIL_PORTABILITY:
         found.note = ("nothing to find: the case is FAIL_PORTABILITY on any device, whatever it computes; its verdict "
                       "names the rule and the liberty")
-    elif none is not Status.PASS:
+    elif none not in (Status.PASS, Status.FAIL_PORTABILITY):
         found.note = f"nothing to find: the case is {none.name} without any liberty (not a portability failure)"
     else:
         found.alone = tuple(rule for rule in rules if search.status((rule,)) is full)

@@ -5,6 +5,9 @@ Each rule turns one liberty of the spec's "Precision and Operation of SPIR-V Ins
 (``vkdiff.reference.spec.precision.LIBERTIES``) into what the module asks for explicitly, so that lavapipe (or any
 device) takes it:
 
+``reassociation``
+    ``(a * b) * c`` as ``a * (b * c)`` (the inner product used nowhere else, neither ``NoContraction``), as NVIDIA's
+    compiler orders them: ``b * c`` may overflow where the written order does not.
 ``tanh``
     GLSL.std.450 ``Tanh``, ``Sinh`` and ``Cosh`` through the formulas their precision is inherited from,
     ``(exp(x) - exp(-x)) / (exp(x) + exp(-x))`` and the like: infinite over infinite, NaN, past ``|x| = 88.7``.
@@ -160,6 +163,22 @@ def _division(m: Edit) -> None:
                               + inst(OP_FMUL, rtype, result, a, reciprocal))
 
 
+def _reassociation(m: Edit) -> None:
+    """``(a * b) * c`` as ``a * (b * c)`` where ``a * b`` is used only there and neither is ``NoContraction``."""
+    precise = m.decorated(DEC_NO_CONTRACTION)
+    products = {ops[1]: ops for _, op, ops in m.body() if op == OP_FMUL and ops[1] not in precise}
+    uses: dict[int, int] = {}
+    for _, op, ops in m.body():
+        for v in ops[2:] if op != OP_EXT_INST else ops[4:]:
+            uses[v] = uses.get(v, 0) + 1
+    for at, op, ops in m.body():
+        inner = products.get(ops[2]) if op == OP_FMUL and ops[1] not in precise else None
+        if inner is not None and inner[0] == ops[0] and uses.get(ops[2]) == 1:
+            rtype, result, _, c = ops
+            later = m.fresh()
+            m.replaced[at] = inst(OP_FMUL, rtype, later, inner[3], c) + inst(OP_FMUL, rtype, result, inner[2], later)
+
+
 def _fused(m: Edit, rtype: int, result: int, a: int, b: int, c: int, negate: str = "") -> list[int]:
     """``a * b + c`` with one rounding (``negate`` names the operand taken negated: ``"a"`` or ``"c"``)."""
     wide = m.float_type(64, m.float_shape(rtype)[1])
@@ -291,7 +310,7 @@ def _flushed(m: Edit, rtype: int, shape: tuple[int, int], exact: int, result: in
 
 
 RULES: dict[str, Callable[[Edit], None]] = {
-    "tanh": _hyperbolic, "pow": _pow, "sin_cos": _sin_cos, "exp": _exp, "log": _log, "inversesqrt": _inversesqrt,
+    "reassociation": _reassociation, "tanh": _hyperbolic, "pow": _pow, "sin_cos": _sin_cos, "exp": _exp, "log": _log, "inversesqrt": _inversesqrt,
     "division": _division, "contraction": _contraction, "relaxed_precision": _relaxed_precision,
     "subnormal_flush": _subnormal_flush}
 """Each rule of the strict profile, by the liberty it takes, in the order they apply."""
