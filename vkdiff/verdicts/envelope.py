@@ -162,7 +162,7 @@ def judge(status: Status, actual: np.ndarray, expected: np.ndarray, bound: np.nd
     metrics["unexplained"] = counts if envelope.parts else counts[0]  # a tuple's per output, as the tolerance counts
     with np.errstate(invalid="ignore"):
         gaps = np.abs(a - e)[stray]
-    gaps = gaps[~np.isnan(gaps)]  # as the tolerance's max_abs: a NaN element counts, its size does not
+    gaps = gaps[np.isfinite(gaps)]  # as the tolerance's max_abs: a NaN or infinite element counts, its size does not
     metrics["unexplained_max_abs"] = float(gaps.max()) if gaps.size else 0.0
     if envelope.complete and (faithful | ~stray).all():
         at = _where(stray)

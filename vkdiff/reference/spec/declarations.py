@@ -231,7 +231,11 @@ DECLARED: dict[str, Declaration] = {
                       "portable)",
                "subnormal_flush": "T(epsilon) is a float16 subnormal for epsilon 1e-5: a device that flushes float16 "
                                   "subnormals adds 0, so a constant row's rstd is pow(0, -0.5) = inf and its outputs "
-                                  "NaN (epsilon added in float32 is portable)"}),
+                                  "NaN (epsilon added in float32 is portable)",
+               "division": "mean = sum / n need not be correctly rounded (2.5 ULP; or sum * (1 / n) with the multiply "
+                           "fused into x - mean): a constant row's deviations are then the mean's rounding, not 0, "
+                           "so its variance is not 0 and its rstd and outputs move off 1 / sqrt(epsilon) and 0; a "
+                           "mean subtracted exactly (the first element taken out before summing) is portable"}),
     "aten.native_group_norm.default": Declaration(
         witness=witnesses.group_norm_texture, liberties=("contraction", "division"), variants=r"^group_norm_texture_",
         outputs=("out", "mean", "rstd"), complete=False,

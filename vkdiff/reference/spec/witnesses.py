@@ -119,7 +119,9 @@ def _maybe_flushed(values, dtype: str, grant: frozenset) -> np.ndarray:
 def layer_norm_buffer(args: Mapping[str, Any], compute: str, grant: frozenset) -> list[tuple[np.ndarray, ...]]:
     """``native_layer_norm_buffer.glsl``, all in ``T``: a strided mean, a two-pass variance (``delta * delta``),
     ``rstd = pow(var + T(epsilon), T(-0.5))`` and ``(x - mean) * rstd * w + b``; under ``pow``, at both ends of the
-    spec's bound for ``pow``. Returns ``(out, mean, rstd)`` per evaluation."""
+    spec's bound for ``pow``; under division and contraction together, the reciprocal's multiply fused into the
+    subtraction and the addition that follow it (a constant row's delta is then not 0). Returns ``(out, mean, rstd)``
+    per evaluation."""
     t = np.dtype(compute).type
     fused, reciprocal = "contraction" in grant, "division" in grant
     x = np.asarray(args["input"])
@@ -127,11 +129,18 @@ def layer_norm_buffer(args: Mapping[str, Any], compute: str, grant: frozenset) -
     width = int(np.prod(x.shape[x.ndim - k:]))
     rows = _maybe_flushed(x.astype(t).reshape(-1, width), compute, grant)
     with np.errstate(all="ignore"):
-        mean = _div(_strided_sums(rows, t, fused), width, t, reciprocal)
-        delta = (rows - mean[:, None]).astype(t)
-        var = _div(_strided_sums(delta, t, fused, square=True), width, t, reciprocal)
+        total = _strided_sums(rows, t, fused)
+        mean = _div(total, width, t, reciprocal)
         eps = _maybe_flushed(np.asarray(t(float(args["eps"]))), compute, grant)
-        held = _maybe_flushed((var + eps).astype(t), compute, grant)
+        if fused and reciprocal:  # x - sum * (1 / n) and sum_sq * (1 / n) + eps, each one fma: the mean unrounded
+            recip = t(1) / t(width)
+            delta = _fma(-total[:, None], recip, rows, t)
+            held = _fma(_strided_sums(delta, t, fused, square=True), recip, eps, t)
+        else:
+            delta = (rows - mean[:, None]).astype(t)
+            var = _div(_strided_sums(delta, t, fused, square=True), width, t, reciprocal)
+            held = (var + eps).astype(t)
+        held = _maybe_flushed(held, compute, grant)
         spec = _grant_spec(compute, grant)
         rstd = spec.pow(spec.of(held.astype(np.float64), flushable=False), -0.5)
         ends = [rstd.lo] if (rstd.lo == rstd.hi).all() else [rstd.lo, rstd.hi]
