@@ -140,7 +140,7 @@ def test_a_tuple_op_is_judged_across_its_outputs_and_names_the_output():
     device[14] = 314.25                                   # the constant row's rstd as NVIDIA computes it
     verdict = judge(Status.FAIL_NUMERIC, device, flat, bound, env, "float16", {"pow_max_ulp": 8520.0})
     assert verdict.status is Status.FAIL_PORTABILITY and "at out [0, 1, 1]" in verdict.reason
-    device[3] = 7.0                                       # and an output no liberty reaches
+    device[9] = 70.0                                      # and an output of the other row no liberty reaches
     kept = judge(Status.FAIL_NUMERIC, device, flat, bound, env, "float16", {"pow_max_ulp": 8520.0})
     assert kept.status is Status.FAIL_NUMERIC and kept.metrics["unexplained"] == [1, 0, 0]
     assert kept.metrics["portability"]["liberties"] == ["pow"] and not kept.reason
