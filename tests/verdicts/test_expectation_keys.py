@@ -242,3 +242,16 @@ def test_lavapipe_results_recorded_before_traits_are_explained_once_their_traits
     probed = expectations.annotate(_with_traits(amax, LAVAPIPE_TRAITS[amax.device_info["transport"]]))
     assert probed.expectation["id"] == "etvk-reduce-texture-minmax-drop-nan"
     assert probed.expectation["outcome"] == "known"
+
+
+def test_a_profile_keyed_finding_applies_only_to_that_device_profile():
+    """A finding keyed by ``profile`` (a liberty no probe states for every expression) covers the strict device, not a
+    real one: there the same failure is news."""
+    entry = Expectation(id="order", case=r"^q8ta_pixel_shuffle\[", profile=("strict",), status=("FAIL_NUMERIC",),
+                        signature="Mismatched elements: 22 / 252 ")
+    result = Result(case="q8ta_pixel_shuffle[N1-C12-H3-W7-int8-buffer-int8x4_4w4c-zpmin]", op="q8ta_pixel_shuffle",
+                    device="llvmpipe-strict",
+                    status="FAIL_NUMERIC", reason="Mismatched elements: 22 / 252 (8.73%)",
+                    device_info={"profile": "strict", "transport": "vulkan"})
+    assert entry.applies_to(result)
+    assert not entry.applies_to(dataclasses.replace(result, device_info={"profile": "", "transport": "vulkan"}))

@@ -48,6 +48,10 @@ class Expectation:
     transport: tuple[str, ...] = ()
     """Transports the bug shows through (``wgpu``, ``vulkan``; empty: both): a naga translation bug, or one only
     the exact SPIR-V or a real blit reaches."""
+    profile: tuple[str, ...] = ()
+    """Device profiles (``--device-profile``: ``device_info["profile"]``) the finding shows under, where it needs a
+    liberty no probe states for every expression (reassociation of one product); empty: any device. A real device
+    that takes the liberty shows it as a failure this expectation does not cover: news."""
     validation: tuple[str, ...] = ()
     """Validation that must be on for the bug to show (``gpu``: only the layer's GPU-assisted validation sees it,
     an access robustBufferAccess hides); empty: any run."""
@@ -80,6 +84,7 @@ class Expectation:
                 and (not self.driver
                      or re.search(self.driver, str(info.get("driver") or ""), re.IGNORECASE) is not None)
                 and (not self.transport or transport_of(result) in self.transport)
+                and (not self.profile or str(info.get("profile") or "") in self.profile)
                 and (not self.validation or validation_of(result) in self.validation))
 
     @property
@@ -219,6 +224,7 @@ def _entry(e: dict[str, Any]) -> Expectation:
         raise ExpectationFileError(f"expectation {e.get('id')}: no probe measures trait(s) {', '.join(unknown)}")
     return Expectation(**{**e, "status": tuple(e.get("status", ())), "rule": tuple(e.get("rule", ())),
                           "transport": tuple(e.get("transport", ())), "validation": tuple(e.get("validation", ())),
+                          "profile": tuple(e.get("profile", ())),
                           "traits": dict(e.get("traits") or {}), "node_args": dict(e.get("node_args") or {})})
 
 
