@@ -11,7 +11,7 @@ import pytest
 
 from tests.testutils import compile_glsl, isolated, requires_test_spirv, requires_tree, requires_vulkan
 from vkdiff.device.runtime import resources
-from vkdiff.device.shaders import spirv, strict
+from vkdiff.device.shaders import device_profiles, spirv, strict
 from vkdiff.device.shaders.dispatch import dispatch
 
 pytestmark = [requires_vulkan, requires_test_spirv]
@@ -206,7 +206,8 @@ def strict_run(spv: bytes, a: np.ndarray, b: np.ndarray) -> tuple[str, str, bool
     out = resources.poisoned(device, a.shape, F32, "buffer")
     dispatch(device, pipeline, [out, resources.buffer_tensor(device, a), resources.buffer_tensor(device, b)],
              (a.size, 1, 1))
-    return info.slug, info.profile, pipeline.module == strict.rewrite(spv, strict.PROFILES["strict"]), resources.read(device, out)
+    loaded_rewritten = pipeline.module == strict.rewrite(spv, device_profiles.PROFILES["strict"])
+    return info.slug, info.profile, loaded_rewritten, resources.read(device, out)
 
 
 def test_the_raw_transport_loads_every_module_rewritten_under_the_strict_profile():
@@ -233,7 +234,7 @@ def test_every_profile_names_known_rules_and_a_vendor_preset_says_where_each_com
     from vkdiff.device.runtime.routing import profiles as routes
     from vkdiff.device.transports.limits import profiles as limits
 
-    found = strict.profiles()
+    found = device_profiles.profiles()
     assert set(DEVICE_PROFILES) == {"", *found}
     assert found["strict"].rules == tuple(strict.RULES)
     for name in ("mali", "adreno"):
@@ -259,10 +260,10 @@ def test_rules_joined_by_plus_are_a_profile_and_an_unknown_name_is_one_line():
     from vkdiff.datamodel.settings import RunSettings
     from vkdiff.entry.options import route_transport_problem
 
-    assert strict.rules_of("subnormal_flush+division") == ("division", "subnormal_flush")
-    assert strict.rules_of("adreno") == strict.profiles()["adreno"].rules
+    assert device_profiles.rules_of("subnormal_flush+division") == ("division", "subnormal_flush")
+    assert device_profiles.rules_of("adreno") == device_profiles.profiles()["adreno"].rules
     with pytest.raises(spirv.SpirvError, match="'fast' is neither a profile"):
-        strict.rules_of("division+fast")
+        device_profiles.rules_of("division+fast")
     problem = route_transport_problem(RunSettings(device_profile="division+fast", transport="vulkan"))
     assert problem.startswith("--device-profile (or $VKDIFF_DEVICE_PROFILE):") and "\n" not in problem
 
@@ -271,12 +272,12 @@ def test_a_rewrite_is_cached_and_a_corrupt_entry_is_rewritten(tmp_path, monkeypa
     from vkdiff.datamodel import REPAIRS, cache_dir
 
     monkeypatch.setenv("VKDIFF_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(strict, "_MEMO", {})
+    monkeypatch.setattr(device_profiles, "_MEMO", {})
     spv = compile_glsl("strict_div.glsl")
-    first = strict.rewritten(spv, "division")
+    first = device_profiles.rewritten(spv, "division")
     (entry,) = (cache_dir() / "strict").iterdir()
-    assert first == strict.rewrite(spv, ["division"]) and strict.rewritten(spv, "") == spv
+    assert first == strict.rewrite(spv, ["division"]) and device_profiles.rewritten(spv, "") == spv
     entry.write_bytes(entry.read_bytes()[:-4] + b"\0\0\0\0")
-    monkeypatch.setattr(strict, "_MEMO", {})
+    monkeypatch.setattr(device_profiles, "_MEMO", {})
     repairs = len(REPAIRS)
-    assert strict.rewritten(spv, "division") == first and len(REPAIRS) == repairs + 1
+    assert device_profiles.rewritten(spv, "division") == first and len(REPAIRS) == repairs + 1

@@ -197,7 +197,7 @@ def output_problem(path: str | os.PathLike, flag: str, *, folder: bool) -> str |
 def parse_device_profile(text: str) -> str:
     """``--device-profile``: a profile of ``profiles.toml`` or strict rules joined by ``+``."""
     from vkdiff.device.shaders.spirv import SpirvError
-    from vkdiff.device.shaders.strict import rules_of
+    from vkdiff.device.shaders.device_profiles import rules_of
 
     try:
         rules_of(text)
@@ -245,7 +245,7 @@ def run_settings(options: Mapping[str, Any], prefix: str = "") -> RunSettings:
 
 def with_preset(settings: RunSettings) -> RunSettings:
     """A vendor device profile's routing and limits profiles where the run names none of its own."""
-    from vkdiff.device.shaders.strict import profiles
+    from vkdiff.device.shaders.device_profiles import profiles
 
     preset = profiles().get(settings.device_profile)
     if preset is None:

@@ -58,7 +58,7 @@ def probe_version() -> str:
 def cache_key(info: DeviceInfo) -> str:
     """The trait cache key: driver (with its version), device, transport, the features it was opened with, probes,
     and the device profile's rewrite (its rules and the rewriter's own version)."""
-    from vkdiff.device.shaders.strict import profile_version
+    from vkdiff.device.shaders.device_profiles import profile_version
 
     identity = {"driver": info.driver, "name": info.name, "vendor_id": info.vendor_id, "backend": info.backend,
                 "transport": info.transport, "features": sorted(info.features), "probe": probe_version(),

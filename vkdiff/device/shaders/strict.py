@@ -33,8 +33,9 @@ device) takes it:
     Every float32 result the module decorates ``RelaxedPrecision`` (GLSL ``mediump``) rounded to float16 and
     back: infinite past 65504, as a device computing mediump at 16 bits gives. Needs ``shaderFloat16``.
 ``subnormal_flush``
-    Every float value a shader reads or computes (loads, texel fetches, arithmetic, conversions, builtins,
-    subgroup reductions, constants) that is subnormal becomes zero of its sign, as without ``DenormPreserve``.
+    Every arithmetic instruction, conversion, builtin, subgroup reduction and comparison reads a subnormal operand
+    and gives a subnormal result as zero of its sign, as without ``DenormPreserve``; loads, stores, bitcasts,
+    constants and moves keep subnormals, as the spec requires of them (a copy kernel copies them).
 
 The rules apply in the order of ``RULES``: those that make divisions before ``division``, ``subnormal_flush``
 last, so that it flushes what the others compute. Each keeps every instruction it does not rewrite as it is.
@@ -42,24 +43,18 @@ last, so that it flushes what the others compute. Each keeps every instruction i
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import hashlib
-import tomllib
-from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
-from vkdiff.datamodel import CacheCorruptError, cache_dir, read_entry, record_repair, write_entry
 from vkdiff.device.shaders.spirv import DEC_RELAXED_PRECISION, OP_LOAD, SpirvError
 from vkdiff.device.shaders.spirv_edit import OP_EXT_INST, SMALLEST_NORMAL, Edit, inst
 
-__all__ = ["PROFILES", "Profile", "RULES", "profile_version", "profiles", "rewrite", "rewritten", "rules_of"]
+__all__ = ["RULES", "rewrite"]
 
 OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_BITCAST = 115, 111, 112, 124
 OP_FNEGATE, OP_FADD, OP_FSUB, OP_FMUL, OP_FDIV, OP_FREM, OP_FMOD = 127, 129, 131, 133, 136, 140, 141
 OP_VECTOR_TIMES_SCALAR, OP_DOT = 142, 148
-OP_IMAGE_SAMPLE_EXPLICIT_LOD, OP_IMAGE_FETCH, OP_IMAGE_READ = 88, 95, 98
 OP_GROUP_FADD, OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX = 350, 352, 355, 358
+GROUP_OPS = frozenset({OP_GROUP_FADD, OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX})
 OP_SELECT, OP_IEQUAL, OP_BITWISE_AND = 169, 170, 199
 DEC_NO_CONTRACTION = 42
 GLSL_ROUND_EVEN, GLSL_SIN, GLSL_COS, GLSL_TAN = 2, 13, 14, 15
@@ -87,7 +82,7 @@ MOVES = frozenset({OP_VECTOR_EXTRACT_DYNAMIC, OP_VECTOR_INSERT_DYNAMIC, OP_VECTO
 
 
 def _calls(m: Edit, *numbers: int):
-    """``(offset, result type, result, first argument, all arguments)`` of each GLSL.std.450 call of ``numbers``."""
+    """``(offset, instruction number, result type, result, arguments)`` of each GLSL.std.450 call of ``numbers``."""
     for at, op, ops in m.body():
         if op == OP_EXT_INST and ops[2] == m.glsl and ops[3] in numbers:
             yield at, ops[3], ops[0], ops[1], ops[4:]
@@ -188,7 +183,8 @@ def _fused(m: Edit, rtype: int, result: int, a: int, b: int, c: int, negate: str
         negated = m.fresh()
         words += inst(OP_FNEGATE, wide, negated, ids[negate])
         ids[negate] = negated
-    return (words + inst(OP_FMUL, wide, ids["p"], ids["a"], ids["b"]) + inst(OP_FADD, wide, ids["s"], ids["p"], ids["c"])
+    return (words + inst(OP_FMUL, wide, ids["p"], ids["a"], ids["b"])
+            + inst(OP_FADD, wide, ids["s"], ids["p"], ids["c"])
             + inst(OP_FCONVERT, rtype, result, ids["s"]))
 
 
@@ -256,6 +252,8 @@ def _float_operands(m: Edit, op: int, ops: list[int], types: dict[int, int]) -> 
     """Positions in ``ops`` of the float operands an arithmetic instruction or comparison computes with."""
     if op == OP_EXT_INST:
         first = 4 if ops[2] == m.glsl else len(ops)
+    elif op in GROUP_OPS:
+        first = 4  # after the scope and the group operation (a literal)
     elif op in ARITHMETIC or op in COMPARISONS:
         first = 2
     else:
@@ -274,7 +272,7 @@ def _never_subnormal(m: Edit, types: dict[int, int]) -> set[int]:
     magnitude), constants that are not subnormal, and moves of those only (the largest such set: a loop's phi is kept
     while every value it may take is)."""
     safe = {ops[1] for _, op, ops in m.body() if op in ARITHMETIC and len(ops) > 1}
-    safe |= {cid for cid, ok in m.float_constants(normal_only=True).items()}
+    safe |= set(m.float_constants(normal_only=True))
     movers = {ops[1]: [v for v in _moved(op, ops) if v in types and m.float_shape(types[v])]
               for _, op, ops in m.body() if op in MOVES}
     kept = set(movers)
@@ -310,46 +308,11 @@ def _flushed(m: Edit, rtype: int, shape: tuple[int, int], exact: int, result: in
 
 
 RULES: dict[str, Callable[[Edit], None]] = {
-    "reassociation": _reassociation, "tanh": _hyperbolic, "pow": _pow, "sin_cos": _sin_cos, "exp": _exp, "log": _log, "inversesqrt": _inversesqrt,
+    "reassociation": _reassociation, "tanh": _hyperbolic, "pow": _pow, "sin_cos": _sin_cos, "exp": _exp, "log": _log,
+    "inversesqrt": _inversesqrt,
     "division": _division, "contraction": _contraction, "relaxed_precision": _relaxed_precision,
     "subnormal_flush": _subnormal_flush}
 """Each rule of the strict profile, by the liberty it takes, in the order they apply."""
-PROFILES_FILE = Path(__file__).with_name("profiles.toml")
-
-
-@dataclasses.dataclass(frozen=True)
-class Profile:
-    """One ``--device-profile``: the rules it takes, where each vendor fact comes from, and the routing and limits
-    profiles a vendor preset runs under."""
-
-    name: str
-    description: str
-    rules: tuple[str, ...]
-    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    route: str | None = None
-    limits: str | None = None
-
-
-@functools.cache
-def profiles() -> dict[str, Profile]:
-    """``profiles.toml``, checked: every rule it names is one of ``RULES``."""
-    table = tomllib.loads(PROFILES_FILE.read_text())
-    found = {}
-    for name, entry in table.items():
-        rules = entry["rules"]
-        sources = rules if isinstance(rules, dict) else {}
-        unknown = set(rules) - set(RULES)
-        if unknown:
-            raise SpirvError(f"{PROFILES_FILE}: profile {name!r} names unknown rules {sorted(unknown)}")
-        found[name] = Profile(name, entry["description"], tuple(r for r in RULES if r in rules), sources,
-                              entry.get("route"), entry.get("limits"))
-    return found
-
-
-PROFILES: dict[str, tuple[str, ...]] = {"": (), **{name: p.rules for name, p in profiles().items()}}
-"""``--device-profile``: the rules each profile's raw transport applies to every module it loads."""
-
-
 def rewrite(spv: bytes, rules: Iterable[str]) -> bytes:
     """``spv`` with each of ``rules`` applied, in ``RULES``' order.
 
@@ -366,55 +329,3 @@ def rewrite(spv: bytes, rules: Iterable[str]) -> bytes:
         if module.replaced:
             spv = module.build()
     return spv
-
-
-@functools.cache
-def _rewriter_digest() -> bytes:
-    """What a cached rewrite depends on besides its input: this module and the editor."""
-    from vkdiff.device.shaders import spirv_edit
-
-    return hashlib.sha256(Path(__file__).read_bytes() + Path(spirv_edit.__file__).read_bytes()).digest()
-
-
-def rules_of(profile: str) -> tuple[str, ...]:
-    """The rules of a named profile, or of ``rule+rule...`` (``bisect liberty`` runs such sets), in ``RULES``' order.
-
-    Raises:
-        SpirvError: a name that is neither a profile nor a rule.
-    """
-    if profile in PROFILES:
-        return PROFILES[profile]
-    named = profile.split("+")
-    unknown = [name for name in named if name not in RULES]
-    if unknown:
-        raise SpirvError(f"device profile {profile!r}: {unknown[0]!r} is neither a profile "
-                         f"({', '.join(p for p in PROFILES if p)}) nor a rule ({', '.join(RULES)})")
-    return tuple(rule for rule in RULES if rule in named)
-
-
-def profile_version(profile: str) -> str:
-    """What a profile's rewrite depends on (its rules, the rewriter's source); empty for no profile."""
-    rules = rules_of(profile)
-    return hashlib.sha256(_rewriter_digest() + ",".join(rules).encode()).hexdigest()[:16] if rules else ""
-
-
-_MEMO: dict[str, bytes] = {}
-
-
-def rewritten(spv: bytes, profile: str) -> bytes:
-    """``spv`` under ``profile``'s rules, from vkdiff's cache where an earlier run rewrote it (entries are checked
-    when read; a corrupt one is rewritten again and recorded as a repair)."""
-    rules = rules_of(profile)
-    if not rules:
-        return spv
-    key = hashlib.sha256(_rewriter_digest() + ",".join(rules).encode() + spv).hexdigest()
-    if key not in _MEMO:
-        path = cache_dir() / "strict" / f"{key}.spv"
-        try:
-            _MEMO[key] = read_entry(path)
-        except (FileNotFoundError, CacheCorruptError) as exc:
-            if isinstance(exc, CacheCorruptError):
-                record_repair(exc)
-            _MEMO[key] = rewrite(spv, rules)
-            write_entry(path, _MEMO[key])
-    return _MEMO[key]

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vkdiff.device.boundary import DeviceLimitError
-from vkdiff.device.shaders import strict
+from vkdiff.device.shaders import device_profiles
 from vkdiff.device.runtime import layouts
 from vkdiff.device.boundary import DispatchError
 from vkdiff.device.shaders.dispatch import Pipeline
@@ -76,7 +76,7 @@ class VkAdapter:
         self.physical = physical
         self.raw = raw
         self.profile = profile
-        """``--device-profile`` (``vkdiff.device.shaders.strict.PROFILES``): rules applied to every module loaded."""
+        """``--device-profile`` (``vkdiff.device.shaders.device_profiles``): rules applied to every module loaded."""
         self.validate = layered(validate)
         """The validation layer's mode on this adapter's instance (``""``: none)."""
         self.info = {"device": raw.name, "vendor_id": raw.vendor_id, "vendor": "",
@@ -291,9 +291,9 @@ class VkDevice:
 
     def create_pipeline(self, spv: bytes, spec_constants: dict, local_size: tuple[int, int, int],
                         label: str) -> Pipeline:
-        """The module exactly as glslc built it (rewritten by the adapter's device profile, ``strict.rewritten``; a
+        """The module exactly as glslc built it (rewritten by the adapter's device profile, ``device_profiles.rewritten``; a
         repro records what was loaded), specialised (``vk_commands.create_pipeline``)."""
-        spv = strict.rewritten(spv, self.adapter.profile)
+        spv = device_profiles.rewritten(spv, self.adapter.profile)
         handle, layout, reflection = create_pipeline(self, spv, spec_constants, local_size, label)
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
                         spec=dict(spec_constants))

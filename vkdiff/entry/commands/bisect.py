@@ -220,7 +220,7 @@ def _liberty(args: argparse.Namespace, case) -> int:
 
     from vkdiff.bisect.liberty import bisect_liberties
     from vkdiff.datamodel import Status
-    from vkdiff.device.shaders.strict import rules_of
+    from vkdiff.device.shaders.device_profiles import rules_of
     from vkdiff.entry.options import route_transport_problem
     from vkdiff.harness.runner import Runner
 
