@@ -32,10 +32,10 @@ RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src
                   [--repeat N] [--timeout SECONDS] [--sample N] [--seed INT]
                   [--route PROFILE] [--limits-profile NAME]
                   [--transport {wgpu,vulkan}] [--validate [{sync,gpu}]]
-                  [--device-profile {strict}] [--local-wg XxYxZ[@NODE]]
-                  [--mode {nodes,graph}] [--replays N] [--allow-empty]
-                  [--results FILE.jsonl] [--list]
-                  [--suite {all,kernels,models,upstream}] [-r DIR]
+                  [--device-profile PROFILE] [--mediump]
+                  [--local-wg XxYxZ[@NODE]] [--mode {nodes,graph}]
+                  [--replays N] [--allow-empty] [--results FILE.jsonl]
+                  [--list] [--suite {all,kernels,models,upstream}] [-r DIR]
                   [--save-artifacts DIR | --from-artifacts DIR]
 """
 

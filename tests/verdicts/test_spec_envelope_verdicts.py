@@ -178,3 +178,8 @@ def test_nan_a_liberty_gives_on_top_of_the_shaders_own_error_is_that_error():
     planted[2] = np.nan                                 # tanh of 0.4 is no overflow: a NaN nothing explains
     assert judge(Status.FAIL_NAN, planted, expected, bound, env, "float32", {"tanh_large": "NaN"}).status \
         is Status.FAIL_NAN
+    lost, nan_expected = device.copy(), expected.copy()
+    nan_expected[3] = np.nan                            # ATen's NaN, the device's number: a NaN lost stays FAIL_NAN
+    lost_env = evaluate("aten.gelu.default", {"self": x, "approximate": "none"}, nan_expected, "gelu_float_buffer")
+    assert judge(Status.FAIL_NAN, lost, nan_expected, bound, lost_env, "float32", {"tanh_large": "NaN"}).status \
+        is Status.FAIL_NAN
