@@ -67,6 +67,8 @@ ARITHMETIC = frozenset({OP_FCONVERT, OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F, OP_FN
                         OP_GROUP_FMUL, OP_GROUP_FMIN, OP_GROUP_FMAX})
 """Instructions that compute a float: a flushing device may flush what they read and what they give. The spec
 forbids it for loads, stores, bitcasts, constants and moves; texel fetches are left alone like loads."""
+ROUNDED = ARITHMETIC | {OP_LOAD}
+"""Results a device computing mediump in float16 holds in float16: what mediump arithmetic gives and reads."""
 INTEGRAL = frozenset({OP_CONVERT_S_TO_F, OP_CONVERT_U_TO_F})
 """Conversions from integers: 0, or at least 1 in magnitude."""
 COMPARISONS = frozenset(range(180, 192))
@@ -205,7 +207,7 @@ def _contraction(m: Edit) -> None:
 def _relaxed_precision(m: Edit) -> None:
     relaxed = m.decorated(DEC_RELAXED_PRECISION)
     for at, op, ops in m.body():
-        shape = m.float_shape(ops[0]) if op in ARITHMETIC | {OP_LOAD} and len(ops) > 1 and ops[1] in relaxed else None
+        shape = m.float_shape(ops[0]) if op in ROUNDED and len(ops) > 1 and ops[1] in relaxed else None
         if shape and shape[0] == 32:
             m.replaced[at], exact = m.renamed(at, op, ops)
             half = m.fresh()
