@@ -3,9 +3,7 @@ evaluation (here a stand-in whose failing sets are known), and on lavapipe throu
 
 from __future__ import annotations
 
-import pytest
-
-from tests.testutils import requires_tree, requires_vulkan
+from tests.testutils import isolated, requires_tree, requires_vulkan
 from vkdiff.bisect.liberty import bisect_liberties
 from vkdiff.datamodel import Status
 
@@ -47,16 +45,26 @@ def test_nothing_to_find_when_the_case_passes_under_the_profile_or_fails_without
     assert broken.culprit == () and "FAIL_NUMERIC without any liberty" in broken.lines()[-1]
 
 
-@requires_vulkan
-@requires_tree
-def test_bisect_liberty_names_the_flush_that_zeroes_dq8ca_half_scales(et_tree, capsys):
-    """The float16 dq8ca GEMM stores input scale * weight scale (2.9e-5) in float16: PASS as lavapipe computes, wrong
-    once float16 subnormals flush, and no other rule matters."""
+def bisect_in_child(case: str, tree: str) -> tuple[int, str]:
+    """In the child: ``vkdiff bisect liberty`` on raw Vulkan (a process that ran wgpu work may not drive raw Vulkan:
+    ``testutils.isolated``); its exit code and what it printed."""
+    import contextlib
+    import io
+
     from vkdiff.entry import cli
 
-    code = cli.main(["bisect", "liberty", "linear_dq8ca_q4gsw[M4-K4096-N64-g128-fp16-buffer]", "--transport", "vulkan",
-                     "--et-src", str(et_tree)])
-    out = capsys.readouterr().out
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["bisect", "liberty", case, "--transport", "vulkan", "--et-src", tree])
+    return code, out.getvalue()
+
+
+@requires_vulkan
+@requires_tree
+def test_bisect_liberty_names_the_flush_that_zeroes_dq8ca_half_scales(et_tree):
+    """The float16 dq8ca GEMM stores input scale * weight scale (2.9e-5) in float16: PASS as lavapipe computes, wrong
+    once float16 subnormals flush, and no other rule matters."""
+    code, out = isolated(bisect_in_child, "linear_dq8ca_q4gsw[M4-K4096-N64-g128-fp16-buffer]", str(et_tree))
     assert code == 1, out
     assert "PASS with no liberty taken" in out and "turns PASS into FAIL_NUMERIC: subnormal_flush" in out
 
