@@ -34,6 +34,33 @@ def pytest_terminal_summary(terminalreporter):
                                     f"tree; {HOW_TO_GIVE_TREE}", yellow=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def programs_read_as_executorch_reads_them():
+    """Every program a test decodes is also read by executorch's ``deserialize_pte_binary`` (where executorch is
+    installed), and the two readings must agree field by field: vkdiff's own reader is tested on every program the
+    tests make."""
+    import importlib.util
+
+    from vkdiff.program import pte
+
+    if importlib.util.find_spec("executorch") is None:
+        yield
+        return
+    from tests.program.oracle import differences, executorch_program
+
+    original = pte.load_pte
+
+    def checked(data: bytes, name: str = "program.pte"):
+        program = original(data, name)
+        found = differences(program, executorch_program(data, name))
+        assert not found, f"{name}: vkdiff's reader and executorch's disagree: {found[:3]}"
+        return program
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pte, "load_pte", checked)
+        yield
+
+
 @pytest.fixture
 def rng(request):
     """numpy Generator seeded from the test's node id."""

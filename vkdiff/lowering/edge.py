@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 from vkdiff.datamodel import Delegate, Program, Source
 from vkdiff.lowering.sources import delegate_sources
-from vkdiff.program.pte import load_pte
+from vkdiff.program import pte as pte_reader
 
 
 class LowerError(RuntimeError):
@@ -58,7 +58,7 @@ class LoweredCase:
     def program(self) -> Program:
         """The ``.pte`` decoded (once), with node sources and debug handles attached."""
         if self._program is None:
-            program = load_pte(self.pte, self.case_id)
+            program = pte_reader.load_pte(self.pte, self.case_id)
             for name, method in program.methods.items():
                 for entry in method.delegates:
                     entry.sources = self.sources.get(f"{name}/{entry.index}", {})

@@ -12,16 +12,14 @@ executorch ships it, never through flatc's JSON, which cannot carry a ``-inf`` s
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import struct
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from vkdiff.datamodel import MEMORY_LAYOUTS, STORAGE_TYPES, VK_DTYPES, Delegate, VkOp, VkTensorInfo
-from vkdiff.program.flatbuffers import FlatbufferError, Schema, parse_schema, read
+from vkdiff.program import schema_files
+from vkdiff.program.flatbuffers import FlatbufferError, Schema, read
 
 HEADER_MAGIC = b"VH00"
 HEADER_LENGTH = 30
@@ -35,27 +33,16 @@ class DelegateDecodeError(ValueError):
     """A delegate blob cannot be read (not ``VH00``, truncated, or a flatbuffer the schema does not describe)."""
 
 
-def schema_path() -> Path | None:
-    """``backends/vulkan/serialization/schema.fbs`` of the installed executorch (None when it is not installed)."""
-    spec = importlib.util.find_spec("executorch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / "vulkan" / "serialization" / "schema.fbs"
-    return path if path.is_file() else None
-
-
-@functools.lru_cache(maxsize=None)
 def vk_schema() -> Schema:
-    """The ``VkGraph`` schema: executorch's own ``schema.fbs``.
+    """The ``VkGraph`` schema: ``schema.fbs`` of the user's tree, of saved artifacts, or of executorch.
 
     Raises:
-        DelegateDecodeError: no schema file (executorch is not installed).
+        DelegateDecodeError: no schema root holds it.
     """
-    path = schema_path()
-    if path is None:
-        raise DelegateDecodeError("decoding a Vulkan delegate needs executorch's backends/vulkan/serialization/"
-                                  "schema.fbs: install executorch (pip install executorch==1.5.1)")
-    return parse_schema(path.read_text())
+    try:
+        return schema_files.load(schema_files.VK_GRAPH)
+    except schema_files.SchemaMissingError as exc:
+        raise DelegateDecodeError(str(exc)) from None
 
 
 def split_blob(blob: bytes) -> tuple[bytes, bytes]:

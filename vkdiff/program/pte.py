@@ -1,11 +1,14 @@
-"""A ``.pte`` file as a ``Program``: executorch's own deserializer, every method, every Vulkan delegate decoded.
+"""A ``.pte`` file as a ``Program``, read without executorch: every method, every Vulkan delegate decoded.
 
-``deserialize_pte_binary`` gives the ``Program`` flatbuffer with its segments restored
-(delegate blobs inline, constants in ``constant_buffer``, named data beside it). Each
-execution plan becomes a ``Method``: its values, its chain's instructions (kernel
-calls with their operator name, delegate calls, moves, jumps, frees) with the chain's
-stack traces, its constant tensors, and its delegates; Vulkan delegates are decoded
-into ``VkGraph`` records with the constants of the program's named data store.
+The ``Program`` flatbuffer is read by vkdiff's own reader (``vkdiff.program.flatbuffers``)
+with ``schema/program.fbs`` from the user's tree (``schema_files``). Segments are put back
+as ExecuTorch's ``deserialize_pte_binary`` does (``_restore_segments``): the extended
+header (``eh00``) says where the flatbuffer ends and the segments begin; delegate blobs,
+the constant segment's sub-buffers and named data are cut from them. Each execution
+plan becomes a ``Method``: its values, its chain's instructions (kernel calls with their
+operator name, delegate calls, moves, jumps, frees) with the chain's stack traces, its
+constant tensors, and its delegates; Vulkan delegates are decoded into ``VkGraph``
+records with the constants of the program's named data.
 """
 
 from __future__ import annotations
@@ -21,12 +24,19 @@ from vkdiff.datamodel.text import one_line
 from vkdiff.datamodel.program import (SCALAR_TYPES, VULKAN_BACKEND, DelegateEntry, Instruction, Method, Program,
                                       ProgramFormatError)
 from vkdiff.datamodel.wellformed import check_program
-from vkdiff.program.delegate import DelegateDecodeError, decode, named_buffers
+from vkdiff.program import schema_files
+from vkdiff.program.delegate import DelegateDecodeError, decode
+from vkdiff.program.flatbuffers import FlatbufferError, read
 
 MALFORMED = (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, struct.error,
              UnicodeDecodeError)
-"""What walking the generated flatbuffer classes over crafted bytes raises (a table that is None, an offset or
-index past the end, a field of the wrong type): all mean the program is malformed."""
+"""What walking a flatbuffer of crafted bytes raises (a table that is None, an offset or index past the end, a
+field of the wrong type): all mean the program is malformed."""
+EXTENDED_HEADER = b"eh00"
+INLINE, SEGMENT = 0, 1
+"""``DataLocation`` of a delegate's processed bytes."""
+EXTERNAL = 1
+"""``TensorDataLocation.EXTERNAL``: a constant in named data."""
 
 
 class ProgramLoadError(ValueError):
@@ -37,33 +47,32 @@ def load_pte(data: bytes, name: str = "program.pte") -> Program:
     """Decode a serialized program and check every field the executors index by (``check_program``).
 
     Raises:
-        ProgramLoadError: not an ExecuTorch program, truncated, a Vulkan delegate that cannot be read, a field out
-            of range, or tensors over the host memory budget.
+        ProgramLoadError: not an ExecuTorch program, truncated, no program schema, a Vulkan delegate that cannot
+            be read, a field out of range, or tensors over the host memory budget.
     """
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
     if len(data) < 8 or data[4:6] != b"ET":
         raise ProgramLoadError(f"{name}: not an ExecuTorch program (no ET file identifier in its first 8 bytes)")
     try:
-        pte = deserialize_pte_binary(bytes(data))
-    except Exception as exc:  # executorch raises whatever its flatbuffer reader hits on bad bytes
-        raise ProgramLoadError(f"{name}: not a readable ExecuTorch program ({type(exc).__name__}: "
-                               f"{one_line(exc)}); is it truncated?") from None
-    methods = {}
+        schema = schema_files.load(schema_files.PROGRAM)
+    except schema_files.SchemaMissingError as exc:
+        raise ProgramLoadError(f"{name}: {exc}") from None
     try:
-        named = dict(named_buffers(pte.named_data)) if pte.named_data is not None else {}
-        for index, plan in enumerate(pte.program.execution_plan):
-            where = f"method {one_line(repr(plan.name), 60)}" if isinstance(plan.name, str) else \
-                f"execution plan {index}"
-            try:
-                methods[str(plan.name)] = _method(plan, pte.program, named)
-            except DelegateDecodeError as exc:
-                raise ProgramLoadError(f"{name}: {where}: {exc}") from None
-            except MALFORMED as exc:
-                raise ProgramLoadError(f"{name}: {where}: malformed ({type(exc).__name__}: "
-                                       f"{one_line(exc, 120)})") from None
-    except MALFORMED as exc:
-        raise ProgramLoadError(f"{name}: malformed program ({type(exc).__name__}: {one_line(exc, 120)})") from None
+        size, base = _extent(data)
+        root = read(bytes(data[:size]), schema, check_identifier=False)
+        blobs = Blobs(root, bytes(data[base:]) if base else b"")
+    except (FlatbufferError, *MALFORMED) as exc:
+        raise ProgramLoadError(f"{name}: not a readable ExecuTorch program ({type(exc).__name__}: "
+                               f"{one_line(exc, 160)}); is it truncated?") from None
+    methods = {}
+    for index, plan in enumerate(root["execution_plan"] or []):
+        where = f"method {one_line(repr(plan['name']), 60)}" if plan["name"] else f"execution plan {index}"
+        try:
+            methods[str(plan["name"])] = _method(plan, blobs)
+        except DelegateDecodeError as exc:
+            raise ProgramLoadError(f"{name}: {where}: {exc}") from None
+        except (FlatbufferError, *MALFORMED) as exc:
+            raise ProgramLoadError(f"{name}: {where}: malformed ({type(exc).__name__}: "
+                                   f"{one_line(exc, 120)})") from None
     program = Program(name=name, sha256=hashlib.sha256(data).hexdigest(), methods=methods)
     try:
         check_program(program)
@@ -72,72 +81,124 @@ def load_pte(data: bytes, name: str = "program.pte") -> Program:
     return program
 
 
-def _method(plan: Any, program: Any, named: dict[str, bytes]) -> Method:
-    operators = [f"{op.name}.{op.overload}" if op.overload else op.name for op in plan.operators]
-    values = [_value(v.val) for v in plan.values]
-    constants = {vid: _constant(v.val, program, named) for vid, v in enumerate(plan.values)
-                 if type(v.val).__name__ == "Tensor" and _is_constant(v.val)}
-    chain = plan.chains[0] if plan.chains else None
+def _extent(data: bytes) -> tuple[int, int]:
+    """(flatbuffer size, segment base offset) from the extended header; a program without one is all flatbuffer."""
+    if len(data) >= 32 and data[8:12] == EXTENDED_HEADER and struct.unpack_from("<I", data, 12)[0] >= 24:
+        size, base = struct.unpack_from("<QQ", data, 16)
+        if size > len(data) or base > len(data):
+            raise ValueError(f"the extended header promises {max(size, base)} bytes, the file has {len(data)}")
+        return size, base
+    return len(data), 0
+
+
+class Blobs:
+    """The bytes a program keeps outside its tables: delegate data, constant buffers, named data."""
+
+    def __init__(self, root: dict[str, Any], segment_data: bytes):
+        self.root, self.segments = root, []
+        for i, seg in enumerate(root["segments"] or []):
+            if seg["offset"] + seg["size"] > len(segment_data):
+                raise ValueError(f"segment {i} ends at {seg['offset'] + seg['size']}, past the "
+                                 f"{len(segment_data)} bytes of segment data")
+            self.segments.append(segment_data[seg["offset"]:seg["offset"] + seg["size"]])
+        self.named = {entry["key"]: self.segments[entry["segment_index"]] for entry in root["named_data"] or []}
+        self.constants = self._constant_buffers()
+
+    def _constant_buffers(self) -> list[bytes]:
+        table = self.root["constant_segment"]
+        offsets = [int(o) for o in table["offsets"]] if table and table["offsets"] is not None else []
+        if not offsets:
+            return [bytes(b["storage"]) if b["storage"] is not None else b"" for b in self.root["constant_buffer"] or []]
+        segment = self.segments[table["segment_index"]]
+        return [segment[start:end] for start, end in zip(offsets, offsets[1:] + [len(segment)])]
+
+    def delegate(self, processed: dict[str, Any]) -> bytes:
+        if processed["location"] == SEGMENT:
+            return self.segments[processed["index"]]
+        return bytes(self.root["backend_delegate_data"][processed["index"]]["data"])
+
+
+def _method(plan: dict[str, Any], blobs: Blobs) -> Method:
+    operators = [f"{op['name']}.{op['overload']}" if op["overload"] else op["name"] for op in plan["operators"] or []]
+    values = [_value(v["val_type"], v["val"]) for v in plan["values"] or []]
+    constants = {vid: _constant(v["val"], blobs) for vid, v in enumerate(plan["values"] or [])
+                 if v["val_type"] == "Tensor" and _is_constant(v["val"])}
+    chain = (plan["chains"] or [None])[0]
     instructions = []
-    for index, ins in enumerate(chain.instructions if chain else []):
+    traces = (chain["stacktrace"] or []) if chain else []
+    for index, ins in enumerate((chain["instructions"] or []) if chain else []):
         frames = []
-        if chain.stacktrace and index < len(chain.stacktrace) and chain.stacktrace[index] is not None:
-            frames = [{"filename": f.filename or "", "lineno": f.lineno or 0, "name": f.name or "",
-                       "context": f.context or ""} for f in chain.stacktrace[index].items or []]
-        instructions.append(_instruction(ins.instr_args, operators, frames))
-    delegates = [_delegate(i, d, program, named) for i, d in enumerate(plan.delegates)]
-    return Method(name=plan.name, values=values, inputs=list(plan.inputs), outputs=list(plan.outputs),
+        if index < len(traces) and traces[index] is not None:
+            frames = [{"filename": f["filename"] or "", "lineno": f["lineno"] or 0, "name": f["name"] or "",
+                       "context": f["context"] or ""} for f in traces[index]["items"] or []]
+        instructions.append(_instruction(ins["instr_args_type"], ins["instr_args"], operators, frames))
+    delegates = [_delegate(i, d, blobs) for i, d in enumerate(plan["delegates"] or [])]
+    return Method(name=plan["name"], values=values, inputs=_ints(plan["inputs"]), outputs=_ints(plan["outputs"]),
                   instructions=instructions, delegates=delegates, constants=constants)
 
 
-def _instruction(args: Any, operators: list[str], frames: list[dict[str, Any]]) -> Instruction:
-    kind = type(args).__name__
+def _ints(items: Any) -> list[int]:
+    return [] if items is None else [int(i) for i in items]
+
+
+def _instruction(kind: str, args: dict[str, Any], operators: list[str], frames: list[dict[str, Any]]) -> Instruction:
     if kind == "KernelCall":
-        return Instruction(kind="kernel", op=operators[args.op_index], args=list(args.args), frames=frames)
+        return Instruction(kind="kernel", op=operators[args["op_index"]], args=_ints(args["args"]), frames=frames)
     if kind == "DelegateCall":
-        return Instruction(kind="delegate", delegate=args.delegate_index, args=list(args.args), frames=frames)
+        return Instruction(kind="delegate", delegate=int(args["delegate_index"]), args=_ints(args["args"]),
+                           frames=frames)
     if kind == "MoveCall":
-        return Instruction(kind="move", args=[args.move_from, args.move_to])
+        return Instruction(kind="move", args=[int(args["move_from"]), int(args["move_to"])])
     if kind == "JumpFalseCall":
-        return Instruction(kind="jump_false", args=[args.cond_value_index, args.destination_instruction])
-    return Instruction(kind="free", args=[args.value_index])
+        return Instruction(kind="jump_false", args=[int(args["cond_value_index"]),
+                                                    int(args["destination_instruction"])])
+    if kind == "FreeCall":
+        return Instruction(kind="free", args=[int(args["value_index"])])
+    raise ValueError(f"instruction of unknown kind {kind!r}")
 
 
-def _value(val: Any) -> dict[str, Any]:
-    kind = type(val).__name__
+def _value(kind: str, val: dict[str, Any] | None) -> dict[str, Any]:
     if kind == "Tensor":
-        return {"kind": "Tensor", "dtype": SCALAR_TYPES.get(int(val.scalar_type), f"scalar_type_{int(val.scalar_type)}"),
-                "sizes": list(val.sizes), "dim_order": list(val.dim_order), "dynamism": int(val.shape_dynamism),
-                "constant": _is_constant(val), "mutable": val.allocation_info is not None and val.data_buffer_idx > 0}
+        return {"kind": "Tensor", "dtype": SCALAR_TYPES.get(int(val["scalar_type"]),
+                                                            f"scalar_type_{int(val['scalar_type'])}"),
+                "sizes": _ints(val["sizes"]), "dim_order": _ints(val["dim_order"]),
+                "dynamism": int(val["shape_dynamism"]), "constant": _is_constant(val),
+                "mutable": val["allocation_info"] is not None and val["data_buffer_idx"] > 0}
     if kind in ("Int", "Bool", "String"):
-        return {"kind": kind, "value": getattr(val, f"{kind.lower()}_val")}
+        raw = val[f"{kind.lower()}_val"]
+        return {"kind": kind, "value": bool(raw) if kind == "Bool" else int(raw) if kind == "Int" else raw}
     if kind == "Double":
-        raw = val.double_val
-        return {"kind": kind, "value": float(raw)}
-    if kind in ("IntList", "DoubleList", "BoolList", "TensorList", "OptionalTensorList"):
-        return {"kind": kind, "items": list(val.items)}
+        return {"kind": kind, "value": float(val["double_val"])}
+    if kind in ("IntList", "TensorList", "OptionalTensorList"):
+        return {"kind": kind, "items": _ints(val["items"])}
+    if kind == "DoubleList":
+        return {"kind": kind, "items": [float(i) for i in val["items"]] if val["items"] is not None else []}
+    if kind == "BoolList":
+        return {"kind": kind, "items": [bool(i) for i in val["items"]] if val["items"] is not None else []}
     return {"kind": "Null"}
 
 
-def _is_constant(tensor: Any) -> bool:
-    external = tensor.extra_tensor_info is not None and int(tensor.extra_tensor_info.location) == 1
-    return tensor.allocation_info is None and (tensor.data_buffer_idx > 0 or external)
+def _is_constant(tensor: dict[str, Any]) -> bool:
+    info = tensor["extra_tensor_info"]
+    external = info is not None and int(info["location"]) == EXTERNAL
+    return tensor["allocation_info"] is None and (tensor["data_buffer_idx"] > 0 or external)
 
 
-def _constant(tensor: Any, program: Any, named: dict[str, bytes]) -> np.ndarray:
+def _constant(tensor: dict[str, Any], blobs: Blobs) -> np.ndarray:
     """A constant's bytes as an NCHW-contiguous array (stored in its dim order)."""
-    dtype_name = SCALAR_TYPES.get(int(tensor.scalar_type))
+    dtype_name = SCALAR_TYPES.get(int(tensor["scalar_type"]))
     if dtype_name is None:
-        raise ProgramLoadError(f"constant of ScalarType {int(tensor.scalar_type)} is not supported")
-    info = tensor.extra_tensor_info
-    if info is not None and int(info.location) == 1:
-        if info.fully_qualified_name not in named:
-            raise ProgramLoadError(f"constant {info.fully_qualified_name!r} lives in an external .ptd file, which "
+        raise ProgramLoadError(f"constant of ScalarType {int(tensor['scalar_type'])} is not supported")
+    info = tensor["extra_tensor_info"]
+    if info is not None and int(info["location"]) == EXTERNAL:
+        if info["fully_qualified_name"] not in blobs.named:
+            raise ProgramLoadError(f"constant {info['fully_qualified_name']!r} lives in an external .ptd file, which "
                                    f"vkdiff does not read")
-        raw = named[info.fully_qualified_name]
+        raw = blobs.named[info["fully_qualified_name"]]
     else:
-        raw = program.constant_buffer[tensor.data_buffer_idx].storage
-    stored = [tensor.sizes[d] for d in tensor.dim_order] if tensor.dim_order else list(tensor.sizes)
+        raw = blobs.constants[tensor["data_buffer_idx"]]
+    sizes, order = _ints(tensor["sizes"]), _ints(tensor["dim_order"])
+    stored = [sizes[d] for d in order] if order else sizes
     count = int(np.prod(stored)) if stored else 1
     if dtype_name == "bfloat16":
         bits = np.frombuffer(raw, np.uint16, count=count).astype(np.uint32) << 16
@@ -145,15 +206,14 @@ def _constant(tensor: Any, program: Any, named: dict[str, bytes]) -> np.ndarray:
     else:
         array = np.frombuffer(raw, np.dtype(dtype_name), count=count)
     array = array.reshape(stored)
-    if tensor.dim_order and list(tensor.dim_order) != sorted(tensor.dim_order):
-        array = np.transpose(array, np.argsort(tensor.dim_order))
+    if order and order != sorted(order):
+        array = np.transpose(array, np.argsort(order))
     return np.ascontiguousarray(array)
 
 
-def _delegate(index: int, delegate: Any, program: Any, named: dict[str, bytes]) -> DelegateEntry:
-    blob = bytes(program.backend_delegate_data[delegate.processed.index].data)
-    specs = {spec.key: bytes(spec.value).hex() for spec in delegate.compile_specs}
-    graph = decode(blob, named) if delegate.id == VULKAN_BACKEND else None
-    return DelegateEntry(index=index, backend=delegate.id, compile_specs=specs, graph=graph, blob_size=len(blob),
+def _delegate(index: int, delegate: dict[str, Any], blobs: Blobs) -> DelegateEntry:
+    blob = blobs.delegate(delegate["processed"])
+    specs = {spec["key"]: bytes(spec["value"]).hex() for spec in delegate["compile_specs"] or []}
+    graph = decode(blob, blobs.named) if delegate["id"] == VULKAN_BACKEND else None
+    return DelegateEntry(index=index, backend=delegate["id"], compile_specs=specs, graph=graph, blob_size=len(blob),
                          sha256=hashlib.sha256(blob).hexdigest())
-
