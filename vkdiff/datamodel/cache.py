@@ -91,7 +91,15 @@ def read_entry(path: str | os.PathLike) -> bytes:
         FileNotFoundError: there is no entry.
         CacheCorruptError: the header, size or hash does not match.
     """
-    data = Path(path).read_bytes()
+    return check_entry(Path(path).read_bytes(), path)
+
+
+def check_entry(data: bytes, path: str | os.PathLike) -> bytes:
+    """The payload of an entry's bytes (read from ``path``, or about to be stored there), checked.
+
+    Raises:
+        CacheCorruptError: the header, size or hash does not match.
+    """
     newline = data.find(b"\n")
     if not data.startswith(MAGIC) or newline < 0:
         raise CacheCorruptError(path, "no vkdiff header")

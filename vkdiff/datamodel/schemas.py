@@ -155,6 +155,7 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     # aten: reductions and norms (Reduce.cpp, ArgReduce.cpp, Var.cpp, Softmax.cpp, NativeLayerNorm.cpp,
     # GroupNorm.cpp, BatchNorm.cpp)
     "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    "aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
     "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
     "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
     "aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",

@@ -1,11 +1,15 @@
-"""The non-delegated instructions of a program, run on the host with torch's ATen ops (as the portable runtime would).
+"""The non-delegated instructions of a program, run on the host: the numpy references first, torch's ATen ops after.
 
 A ``KernelCall`` names its operator (``aten::cumsum.out``) and passes every schema
-argument, then the returns, as value ids. Each argument is converted by the type the
-schema declares (``ScalarType`` ints to torch dtypes, ``IntList`` items through their
-``Int`` values, ``Tensor?[]`` lists with ``None``), out tensors start empty and ATen
-sizes them, and each return lands in its value. ExecuTorch's own primitive ops
-(``executorch_prim::*``, ``aten::sym_size.int``) are evaluated here directly.
+argument, then the returns, as value ids; an out variant's returns are its out
+arguments again. The functional reference of the op (``aten.cumsum.default``, found by
+name and argument count in the declared schemas) computes it in float64 and the result
+is rounded to the out tensor's dtype: a runner without torch runs host ops, and every
+runner computes them alike. An op without a reference goes to ATen (where torch is
+installed): each argument is converted by the type the schema declares (``ScalarType``
+ints to torch dtypes, ``IntList`` items through their ``Int`` values, ``Tensor?[]``
+lists with ``None``), out tensors start empty and ATen sizes them. ExecuTorch's own
+primitive ops (``executorch_prim::*``, ``aten::sym_size.int``) are evaluated here directly.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vkdiff.capture import quiet_libraries
-from vkdiff.datamodel import OpSchema
+from vkdiff.datamodel import SCALAR_TYPES, OpSchema
+from vkdiff.datamodel.schemas import OP_SCHEMAS
+from vkdiff.reference import ops as reference
 
 TORCH_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
                 11: "bool", 15: "bfloat16"}
@@ -39,8 +45,10 @@ class HostOpError(RuntimeError):
 
 
 def _torch():
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        raise HostOpError("torch is not installed here and vkdiff has no numpy reference for this op") from None
     return torch
 
 
@@ -156,6 +164,8 @@ class HostOps:
         if ns == "executorch_prim" or op in ("aten::sym_size.int", "aten::sym_numel"):
             self._prim(op, rest, args, env)
             return
+        if self._reference(op, args, env):
+            return
         count = len(declared_types(op))
         if len(args) < count:
             raise HostOpError(f"{op}: the call passes {len(args)} values for {count} arguments")
@@ -164,6 +174,24 @@ class HostOps:
         results, _ = call(op, values, out_dtypes=outs)
         for vid, result in zip(args[count:], results):
             env[vid] = to_numpy(result)
+
+    def _reference(self, op: str, args: Sequence[int], env: dict[int, Any]) -> bool:
+        """Run ``op`` through its functional numpy reference; False when it has none."""
+        outs = _out_count(args)
+        found = functional_reference(op, len(args) - 2 * outs)
+        if found is None:
+            return False
+        schema = OP_SCHEMAS[found]
+        given = {a.name: _numpy_argument(a.type, self.value(vid, env)) for a, vid in zip(schema.arguments, args)}
+        try:
+            produced = reference.evaluate(found, given)
+        except Exception as exc:  # a reference refusing its arguments is the op's error, named
+            raise HostOpError(f"{op} (numpy reference {found}): {type(exc).__name__}: {str(exc)[:300]}") from None
+        results = produced if isinstance(produced, (tuple, list)) else (produced,)
+        for vid, result in zip(args[len(args) - outs:], results):
+            dtype = self.values[vid].get("dtype", "float32")
+            env[vid] = np.asarray(result).astype("float32" if dtype == "bfloat16" else dtype)
+        return True
 
     @staticmethod
     def convert(declared: str, value: Any) -> Any:
@@ -208,6 +236,37 @@ class HostOps:
         env[args[-1]] = result
 
 
+def _out_count(args: Sequence[int]) -> int:
+    """How many out arguments an out-variant call has: its returns repeat them as its last value ids."""
+    for count in range(len(args) // 2, 0, -1):
+        if list(args[-count:]) == list(args[-2 * count:-count]):
+            return count
+    return 0
+
+
+@functools.lru_cache(maxsize=None)
+def functional_reference(op: str, count: int) -> str | None:
+    """The reference op (``aten.cumsum.default``) of a program's out-variant call (``aten::cumsum.out``) with
+    ``count`` functional arguments: the same name, a declared schema of that many arguments, a registered
+    reference."""
+    ns, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    if overload != "out" and not overload.endswith("_out"):
+        return None
+    candidates = [full for full in OP_SCHEMAS if full.startswith(f"{ns}.{name}.") and full in reference.OPS
+                  and len(OP_SCHEMAS[full].arguments) == count]
+    return sorted(candidates, key=lambda full: not full.endswith(".default"))[0] if candidates else None
+
+
+def _numpy_argument(declared: str, value: Any) -> Any:
+    """A program value as a reference takes it: ScalarType ints as numpy dtype names, tensors as arrays."""
+    if value is None:
+        return None
+    if declared.rstrip("?").startswith("ScalarType"):
+        return SCALAR_TYPES[int(value)]
+    return value
+
+
 def _torch_dtype(name: str) -> Any:
     return getattr(_torch(), name)
 
@@ -222,6 +281,8 @@ def _to_torch(value: Any) -> Any:
 
 
 def to_numpy(value: Any) -> Any:
+    if not type(value).__module__.startswith("torch"):
+        return value
     torch = _torch()
     if isinstance(value, torch.Tensor):
         if value.dtype == torch.bfloat16:

@@ -240,6 +240,7 @@ reference_op("_operator.floordiv.default")(lambda a, b: int(a) // int(b))
 from vkdiff.reference.tensor import norm as _norm, reduce as _reduce  # noqa: E402
 
 reference_op("aten.sum.dim_IntList", accumulation=_reduce.sum_accumulation)(_reduce.sum_)
+reference_op("aten.cumsum.default")(_reduce.cumsum)
 reference_op("aten.mean.dim", accumulation=_reduce.mean_accumulation)(_reduce.mean)
 reference_op("aten.amax.default")(_reduce.amax)
 reference_op("aten.amin.default")(_reduce.amin)

@@ -7,6 +7,8 @@ every Vulkan-delegated model case it can prepare, data only:
 * ``models/<h>.json``: the decoded program (methods, instructions, delegates, node sources),
   the case's identity and greedy tokens;
 * ``models/<h>.npz``: every constant, each call's inputs and eager PyTorch's outputs;
+* ``cache/``: for ``vkdiff check --save-artifacts``, the shader cache entries every routing
+  profile asked for (``vkdiff.harness.artifact_shaders``), so a runner needs no glslc;
 * ``artifacts.json``: the manifest, with the sha256 of every file.
 
 ``vkdiff run --from-artifacts DIR`` judges those programs on a runner's adapters exactly
@@ -33,7 +35,8 @@ import numpy as np
 
 from vkdiff.datamodel import PreparedProgram, ProgramFormatError, Tolerance, versions
 from vkdiff.datamodel.budget import BudgetError, host_budget
-from vkdiff.datamodel.cache import write_atomic
+from vkdiff.datamodel import cache_dir
+from vkdiff.datamodel.cache import CacheCorruptError, check_entry, write_atomic
 from vkdiff.datamodel.files import NotRegularError, read_regular
 from vkdiff.datamodel.npz import NpzError, read_npz
 from vkdiff.datamodel.text import one_line
@@ -47,6 +50,9 @@ ROLES = ("document", "arrays", "pte")
 DOCUMENT_KEYS = frozenset({"case", "method", "program", "steps", "expected", "tokens"})
 IDENT_FIELDS = {"case": str, "op": str, "variant": str, "rule": str, "knobs": dict, "seed": int, "repro": str}
 """What a result's identity may say (``device_models.identity``); a saved case's rule is always ``device``."""
+SHADER_FILE = re.compile(r"cache/(index/[0-9a-f]{8,64}(-mediump)?/[A-Za-z0-9_]{1,200}\.json"
+                         r"|(spv|baked|traits/spv)/[0-9a-f]{16,64}\.spv)")
+"""The only names a saved shader entry may have (cache folder, file name, nothing else)."""
 MAX_TEXT = 512
 MAX_KNOBS = 64
 JSON_SHARE = 16
@@ -95,6 +101,35 @@ def write(folder: Path, ident: dict[str, Any], model: PreparedProgram, pte: byte
     return f"{stem}.json"
 
 
+def write_shaders(folder: Path, files: dict[str, str]) -> None:
+    """Name the shader cache entries copied into ``folder`` (relative path → sha256) in its manifest."""
+    manifest = _manifest(folder)
+    manifest["shaders"] = {**manifest.get("shaders", {}), **files}
+    write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+
+
+def import_shaders(folder: Path, manifest: dict[str, Any]) -> int:
+    """Copy the folder's shader cache entries into this machine's cache, each checked first (its name, its sha256 in
+    the manifest, its own header and hash); how many were new."""
+    copied = 0
+    for rel, digest in sorted(manifest.get("shaders", {}).items()):
+        what = f"--from-artifacts {folder}: {one_line(rel, 80)}"
+        if not isinstance(rel, str) or not isinstance(digest, str) or not SHADER_FILE.fullmatch(rel):
+            raise ArtifactError(f"{what}: not a shader cache entry's name; save the artifacts again")
+        data = _regular(folder / rel, what)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ArtifactError(f"{what} does not match its sha256 in {MANIFEST}; save the artifacts again")
+        try:
+            check_entry(data, folder / rel)
+        except CacheCorruptError as exc:
+            raise ArtifactError(f"{what}: {exc.why}; save the artifacts again") from None
+        target = cache_dir() / rel.split("/", 1)[1]
+        if not target.exists() or target.read_bytes() != data:
+            write_atomic(target, data)
+            copied += 1
+    return copied
+
+
 def _json(data: bytes, what: str) -> Any:
     """Parsed JSON; malformed or too deeply nested is one line."""
     try:
@@ -121,7 +156,9 @@ def _manifest(folder: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or \
             not isinstance(manifest.get("cases"), dict):
         raise ArtifactError(f"{what} is not a {FORMAT} manifest; save the artifacts again with this vkdiff")
-    extra = sorted(set(manifest) - {"format", "versions", "cases"})
+    if not isinstance(manifest.get("shaders", {}), dict):
+        raise ArtifactError(f"{what}: shaders is not an object; save the artifacts again")
+    extra = sorted(set(manifest) - {"format", "versions", "cases", "shaders"})
     if extra:
         raise ArtifactError(f"{what}: unknown field {one_line(extra[0], 60)!r}; save the artifacts again")
     return manifest
@@ -232,5 +269,7 @@ def load(folder: Path, pattern: str | None = None, *, atol: float | None = None,
             conclusion (a status, a tolerance).
     """
     manifest = _manifest(folder)
-    return [_load_case(folder, case_id, entry, (atol, rtol)) for case_id, entry in sorted(manifest["cases"].items())
-            if not pattern or re.search(pattern, case_id)]
+    cases = [_load_case(folder, case_id, entry, (atol, rtol)) for case_id, entry in sorted(manifest["cases"].items())
+             if not pattern or re.search(pattern, case_id)]
+    import_shaders(folder, manifest)
+    return cases

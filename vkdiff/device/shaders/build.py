@@ -165,6 +165,11 @@ def _unpack(payload: bytes) -> tuple[bytes, tuple[str, ...]]:
     return spv, tuple(json.loads(head))
 
 
+def unpack_module(payload: bytes) -> bytes:
+    """The SPIR-V of a module entry's payload (without the flags it was compiled with)."""
+    return _unpack(payload)[0]
+
+
 CODEGEN_IN_TREE = Path("backends/vulkan/runtime/gen_vulkan_spv.py")
 
 
@@ -373,6 +378,10 @@ class ShaderBuilder:
     def has_prebuilt(self) -> bool:
         """Whether the cache already holds variants of this tree (a GPU runner without glslc needs them)."""
         return any(self.index_dir.glob("*.json"))
+
+    def requested(self) -> dict[str, str]:
+        """Variant → module key of every variant this builder built or read from the cache in this process."""
+        return dict(self._checked)
 
     def variants(self) -> VariantNames:
         """Every shader variant name the tree defines (or, without executorch, that the cache holds)."""

@@ -53,6 +53,10 @@ def add_parser(sub) -> None:
     check.add_argument("-r", "--report", metavar="DIR", default=None, help="Write HTML reports to DIR")
     check.add_argument("--results", metavar="FILE.jsonl", default=None,
                        help="Results file (default: vkdiff-results/check-<time>.jsonl)")
+    check.add_argument("--save-artifacts", metavar="DIR", default=None,
+                       help="Also write the prepared program, its calls and expected outputs, and the SPIR-V every "
+                            "routing profile asks for, for runners without torch, executorch or glslc "
+                            "(vkdiff check DIR there)")
     check.add_argument("--allow-empty", action="store_true", help="Exit 0 even when no delegate ran")
     check.add_argument("-v", "--verbose", action="store_true", help="Show what the libraries print")
 
@@ -112,7 +116,22 @@ def _subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list,
         return _module(module_case(subject, args.recipe, args.partitioner, tolerance=tolerance), options, command)
     if args.recipe is not None:
         raise SubjectError(f"--recipe {args.recipe}: {subject} is a program; recipes apply to module factories")
+    _tree_schemas(args.et_src)
     return pte_cases(path, options, command), None
+
+
+def _tree_schemas(et_src: str | None) -> None:
+    """The chosen tree's flatbuffer schemas read the program (a runner has no executorch to lend its own)."""
+    from vkdiff.device.shaders.trees import EtSourceError, choose_tree
+    from vkdiff.program import schema_files
+    from vkdiff.subjects.programs import SubjectError
+
+    try:
+        tree = choose_tree(et_src)
+    except EtSourceError as exc:
+        raise SubjectError(str(exc)) from None
+    if tree.path is not None:
+        schema_files.add_root(tree.path)
 
 
 def _module(case, options, command) -> tuple[list, Any]:
@@ -128,7 +147,6 @@ def run(args: argparse.Namespace) -> int:
                                        report_line, resolve_inputs, run_exit_code, summarize, write_report)
     from vkdiff.entry.terminal import console as terminal_console
     from vkdiff.harness.loop import run_cases
-    from vkdiff.harness.models import check_case
     from vkdiff.subjects.programs import SubjectError
     from vkdiff.harness.runner import Runner
     from vkdiff.reports import inspector
@@ -137,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
     console = terminal_console(stderr=True, soft_wrap=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_path = Path(args.results or f"vkdiff-results/check-{stamp}.jsonl")
-    check_outputs((results_path, "--results", False), (args.report, "--report", True))
+    check_outputs((results_path, "--results", False), (args.report, "--report", True),
+                  (args.save_artifacts, "--save-artifacts", True))
     try:
         cases, module = _quiet(args.verbose, _subject_cases, args, args.argv)
     except SubjectError as exc:
@@ -145,9 +164,10 @@ def run(args: argparse.Namespace) -> int:
     tree, devices = resolve_inputs(args, console)
     for note in [n for case in cases for n in getattr(case, "notes", [])]:
         console.print(f"note: {note}", markup=False, style="yellow")
+    if args.save_artifacts:
+        _save_artifacts(Path(args.save_artifacts), cases, module, args, tree, console)
     runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src)
-    host = [] if module is None else _quiet(args.verbose, check_case, module, runner.shader_variants(),
-                                            repro=" ".join(cases[0].command) if cases else "")
+    host = [] if module is None else _host_results(module, runner, cases, args.verbose)
     def shown(result) -> None:
         report_line(result, console)
         _first_bad_line(result, console)
@@ -163,6 +183,45 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         write_report([results_path], Path(args.report), console)
     return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def _save_artifacts(folder: Path, cases: Sequence, module, args: argparse.Namespace, tree, console) -> None:
+    """Write every prepared case and the SPIR-V of every routing profile's dispatches (swept on this machine)."""
+    from vkdiff.harness.artifact_shaders import export, sweep
+    from vkdiff.subjects import artifacts
+
+    prepared = [case for case in cases if not isinstance(case.model, tuple)]
+    if not prepared:
+        console.print(f"--save-artifacts {folder}: nothing to save (the subject could not be prepared)",
+                      markup=False, style="yellow")
+        return
+    if module is not None:
+        from vkdiff.lowering.lower import lower
+
+        pte = lower(module).pte
+    else:
+        pte = Path(args.subject).read_bytes()
+    for case in prepared:
+        artifacts.write(folder, case.ident, case.model, pte)
+    if tree.path is None:
+        console.print(f"--save-artifacts {folder}: no ExecuTorch tree, so no SPIR-V saved", markup=False,
+                      style="yellow")
+        return
+    sweeps = sweep(prepared, tree, args.settings)
+    artifacts.write_shaders(folder, export(folder, sweeps))
+    for done in sweeps:
+        routes = sorted({route for route, _, _ in done.outcomes})
+        console.print(f"artifacts: {done.transport}: {len(done.variants)} variants over routes {', '.join(routes)}"
+                      + (f" ({done.problem})" if done.problem else ""), markup=False)
+    console.print(f"artifacts: {folder} (check it on a runner: vkdiff check {folder} --et-src TREE)", markup=False)
+
+
+def _host_results(module, runner, cases, verbose: bool) -> list:
+    """A module's host verdicts (lowering, fusion rules, CPU runtime); only a lowered subject has them."""
+    from vkdiff.harness.models import check_case
+
+    return _quiet(verbose, check_case, module, runner.shader_variants(),
+                  repro=" ".join(cases[0].command) if cases else "")
 
 
 def _quiet(verbose: bool, fn, *args, **kwargs):

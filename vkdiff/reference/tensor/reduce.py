@@ -68,6 +68,13 @@ def sum_accumulation(self, dim=None, keepdim: bool = False, dtype=None) -> tuple
     return sum_(self, dim, keepdim), sum_(np.abs(_f64(self)), dim, keepdim)
 
 
+def cumsum(self, dim: int, dtype=None) -> np.ndarray:
+    """Inclusive prefix sums along ``dim`` (``aten.cumsum``; integer inputs sum as int64, as ATen promotes them)."""
+    x = np.asarray(self)
+    wide = np.int64 if x.dtype.kind in "biu" and dtype is None else np.float64
+    return np.cumsum(x.astype(wide), axis=int(dim))
+
+
 def mean(self, dim=None, keepdim: bool = False, dtype=None) -> np.ndarray:
     """``Σ_R x / |R|`` (``aten.mean.dim``)."""
     x = _f64(self)
