@@ -3,7 +3,8 @@
 #   system (apt, when root): mesa-vulkan-drivers (lavapipe), libvulkan1, vulkan-validationlayers (--validate),
 #   glslc, spirv-tools, and chromium
 #   (headless screenshots of the HTML reports in the tests)
-#   python (pip): vkdiff itself, editable, with the pinned dependencies of pyproject.toml and the test extras
+#   python (pip): vkdiff itself, editable, with every pinned dependency of pyproject.toml (judging, both transports,
+#   lowering) and the test extras
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,6 @@ fi
 python=${PYTHON:-python3}
 if ! "$python" -c "import vkdiff, torch, executorch, torchao, wgpu, vulkan, matplotlib, threadpoolctl, pytest, xdist, hypothesis" >/dev/null 2>&1 \
    || ! "$python" -m pip show vkdiff >/dev/null 2>&1; then
-  echo "vkdiff setup: pip install -e .[test]"
-  "$python" -m pip install -q --disable-pip-version-check -e ".[test]"
+  echo "vkdiff setup: pip install -e .[all,test]"
+  "$python" -m pip install -q --disable-pip-version-check -e ".[all,test]"
 fi
