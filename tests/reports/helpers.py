@@ -61,6 +61,72 @@ def result(case: str, device: str, status: str = "PASS", *, time: str = "2026-11
     return line
 
 
+PROGRAM_NODES = (  # (delegate, index, op, shader, source): two_partitions as `vkdiff check` records it
+    (0, 0, "et_vk.linear_q4gsw.default", "q4gsw_linear_gemm__w_4x8_nc_texture3d_float", "encoder, factories.py:23"),
+    (0, 1, "aten.tanh.default", "tanh_float_texture3d", "<top>, factories.py:23"),
+    (1, 0, "et_vk.prepack.default", "nchw_to_image_texture3d_float_float", "<top>, factories.py:24"),
+    (1, 1, "aten.div.Tensor", "binary_div_texture3d_float", "<top>, factories.py:24"),
+    (1, 2, "et_vk.linear_q4gsw.default", "q4gsw_linear_gemm__w_4x8_nc_texture3d_float", "head, factories.py:25"),
+    (1, 3, "aten.sigmoid.default", "sigmoid_float_texture3d", "<top>, factories.py:25"),
+)
+
+
+def node_record(delegate: int, index: int, op: str, shader: str, source: str, *, bad: bool = False,
+                fed_bad: bool = False) -> dict[str, Any]:
+    """One node's record in ``metrics["nodes"]`` (``vkdiff.verdicts.nodes.compare_nodes``); ``bad``: over tolerance on
+    its own inputs; ``fed_bad``: within tolerance locally, off against the reference program (fed a wrong value)."""
+    output = {"value": 5 + 3 * delegate + index, "status": "FAIL_NUMERIC" if bad else "PASS",
+              "max_abs": 0.4999 if bad else 2.5e-07, "sqnr_db": 14.17 if bad else "inf", "mismatches": 1 if bad else 0,
+              "worst_index": [0, 3] if bad else None, "global_max_abs": 0.5 if bad else 0.1214 if fed_bad else 3e-07,
+              "global_status": "FAIL_NUMERIC" if bad or fed_bad else "PASS"}
+    return {"delegate": delegate, "index": index, "node_id": index, "debug_handles": [4 * delegate + index + 1],
+            "op": op, "source": source, "shader": shader, "args": {"group_size": "32"} if "linear" in op else {},
+            "launcher": "Q4gswLinear.cpp" if "linear" in op else "", "status": output["status"], "outputs": [output],
+            "host_ms": 0.12, "dispatches": [
+                {"shader": "pack_q4_linear_weight__w_4x8_nc_buffer", "global": [16, 4, 1], "local": [16, 4, 1],
+                 "spec": {}, "prepack": True, "skipped": False},
+                {"shader": shader, "global": [4, 1, 1], "local": [8, 8, 1], "spec": {"3": 1}, "prepack": False,
+                 "skipped": False}]}
+
+
+def comparison(max_abs: float, sqnr_db: float, mismatches: int) -> dict[str, Any]:
+    """A program output's ``ErrorStatistics.to_dict()`` as a result records it (``vs_eager``, ``vs_reference``)."""
+    return {"arithmetic": {}, "total": 128, "mismatches": mismatches, "max_abs": max_abs, "max_rel": 0.2357,
+            "sqnr_db": sqnr_db, "nan_count": 0, "inf_count": 0, "unwritten": 0,
+            "worst_index": [3] if mismatches else None, "first_mismatches": [[3]] if mismatches else [],
+            "shape_mismatch": "", "error_map": [[801.47] + [0.0002] * 31],
+            "error_hist": {"edges": [float(e) for e in range(-8, 5)], "counts": [0, 0, 6, 36, 85, 0, 0, 0, 0, 0, 1, 0],
+                           "exact": 0}}
+
+
+def program_result(case: str, device: str, *, bad: tuple[int, int] | None = (1, 2), eager: bool = True,
+                   **fields: Any) -> dict[str, Any]:
+    """A program's device result as ``vkdiff check`` writes it: ``bad`` is the (delegate, node) a fault was put in
+    (None: a pass); ``eager``: a module was given, so the output is compared with eager too (a ``.pte`` is not)."""
+    nodes, hit = [], False
+    for delegate, index, op, shader, source in PROGRAM_NODES:
+        is_bad = (delegate, index) == bad
+        nodes.append(node_record(delegate, index, op, shader, source, bad=is_bad, fed_bad=hit))
+        hit = hit or is_bad
+    out = comparison(0.1214, 33.42, 1) if bad else comparison(9e-08, 144.7, 0)
+    metrics = {"vs_eager": out if eager else None, "vs_reference": out, "nodes": nodes, "nodes_step": 0,
+               "delegates": [{"delegate": 0, "nodes": 2, "status": "PASS"},
+                             {"delegate": 1, "nodes": 4, "status": "FAIL_NUMERIC" if bad else "PASS"}],
+               "reference_note": "", "seconds_build": 0.401, "host_ms_per_node": 3.367,
+               "route": {"name": "native", "vendor": "llvmpipe", "subgroup_size": 32, "int8_dot_product": True}}
+    line = {"case": case, "op": "two_partitions", "variant": "forward", "rule": "device", "device": device,
+            "knobs": {"method": "forward", "route": "native"}, "shape": {},
+            "status": "FAIL_NUMERIC" if bad else "PASS",
+            "reason": ("first diverging node 2 of delegate 1 (et_vk.linear_q4gsw.default, ...)" if bad
+                       else "6 nodes within tolerance"),
+            "node": {"index": 2, "op": "et_vk.linear_q4gsw.default", "delegate": 1} if bad else {},
+            "shader": "q4gsw_linear_gemm__w_4x8_nc_texture3d_float" if bad else "", "metrics": metrics,
+            "tolerance": {"atol": 1e-4, "rtol": 1e-4}, "flags": [], "seed": 0, "device_info": DEVICE_INFO.get(device, {}),
+            "versions": {"vkdiff": "0.1.0"}, "seconds": 0.56, "time": "2026-11-26T02:00:00+00:00", "schema": 2}
+    line.update(fields)
+    return line
+
+
 def write_jsonl(path: Path, lines: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path

@@ -26,23 +26,43 @@ COLUMNS = ("case", "device", "step", "delegate", "node_id", "debug_handles", "in
 """The table's columns, in order (declared once)."""
 
 
+def _size(value: Any) -> float:
+    """An error as a number to rank by (the store writes inf/nan as strings; NaN and junk rank lowest)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return -1.0
+    return number if number == number else -1.0
+
+
+def worst_output(record: dict[str, Any]) -> dict[str, Any]:
+    """The output (or state) of a node record that shows its gap: a failing one first, then the largest error."""
+    outputs = [o for o in record.get("outputs") or [] if isinstance(o, dict)] or [{}]
+    return max(outputs, key=lambda o: (o.get("status", "PASS") != "PASS", _size(o.get("max_abs"))))
+
+
+def runtime_ops(record: dict[str, Any]) -> list[str]:
+    """The shaders a node record dispatched (prepack included), the Inspector's runtime side."""
+    dispatches = [d for d in record.get("dispatches") or [] if isinstance(d, dict)]
+    return sorted({str(d.get("shader", "")) for d in dispatches if not d.get("skipped")} - {""})
+
+
+def node_row(result: Result, record: dict[str, Any]) -> dict[str, Any]:
+    """One node record of a result as a row of the table (``COLUMNS``)."""
+    metrics = result.metrics or {}
+    worst = worst_output(record)
+    return {"case": result.case, "device": result.device, "step": metrics.get("nodes_step", 0),
+            "delegate": record.get("delegate", 0), "node_id": record.get("node_id", ""),
+            "debug_handles": record.get("debug_handles", []), "index": record["index"],
+            "aot_ops": [record["op"]], "source": record.get("source", ""), "runtime_ops": runtime_ops(record),
+            "status": record["status"], "gap_max_abs": worst.get("max_abs"),
+            "gap_sqnr_db": worst.get("sqnr_db"), "gap_mismatches": worst.get("mismatches"),
+            "global_max_abs": worst.get("global_max_abs"), "global_status": worst.get("global_status", "")}
+
+
 def rows(results: Iterable[Result]) -> list[dict[str, Any]]:
     """One row per node of every device result that judged nodes."""
-    out = []
-    for result in results:
-        metrics = result.metrics or {}
-        for record in metrics.get("nodes") or []:
-            outputs = record.get("outputs") or [{}]
-            worst = max(outputs, key=lambda o: (o.get("status", "PASS") != "PASS", o.get("max_abs") or 0.0))
-            shaders = sorted({d["shader"] for d in record.get("dispatches", []) if not d.get("skipped")})
-            out.append({"case": result.case, "device": result.device, "step": metrics.get("nodes_step", 0),
-                        "delegate": record.get("delegate", 0), "node_id": record.get("node_id", ""),
-                        "debug_handles": record.get("debug_handles", []), "index": record["index"],
-                        "aot_ops": [record["op"]], "source": record.get("source", ""), "runtime_ops": shaders,
-                        "status": record["status"], "gap_max_abs": worst.get("max_abs"),
-                        "gap_sqnr_db": worst.get("sqnr_db"), "gap_mismatches": worst.get("mismatches"),
-                        "global_max_abs": worst.get("global_max_abs"), "global_status": worst.get("global_status", "")})
-    return out
+    return [node_row(result, record) for result in results for record in (result.metrics or {}).get("nodes") or []]
 
 
 def to_csv(table: list[dict[str, Any]]) -> str:

@@ -1,9 +1,10 @@
 """What the reports show: results merged across files, one ``Row`` per (case, device), columns declared once.
 
-This module reads only the data model (``Result``, ``Status``, the ``merge`` rule) and the
-results store (``load``); it knows nothing about how results were produced. A row's
-place in a matrix comes from the structured fields of its result (``shape``, ``knobs``,
-``rule``), never from parsing ids.
+This module reads only the data model (``Result``, ``Status``, the ``merge`` rule), the
+results store (``load``) and the node table's rows (``inspector``); it knows nothing about
+how results were produced. A row's place in a matrix comes from the structured fields of
+its result (``shape``, ``knobs``, ``rule``), never from parsing ids. A program's result
+shows its output comparisons, delegates and node table (``ProgramView``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from vkdiff.datamodel import Result, Status, bucket_of, clip, merge
+from vkdiff.reports.inspector import node_row
 from vkdiff.store import INCOMPLETE_FLAG, LineProblem, read
 
 Category = Literal["pass", "skip", "fail"]
@@ -340,8 +342,26 @@ class Row:
     def metrics(self) -> dict[str, Any]:
         return self.result.metrics if isinstance(self.result.metrics, dict) else {}
 
+    @property
+    def output_comparison(self) -> tuple[str, dict[str, Any]] | None:
+        """``(key, statistics)`` of the comparison a program's verdict reads: eager's when recorded, else the
+        reference program's (``COMPARISONS``); None for a case or a program compared with neither."""
+        for key, _ in COMPARISONS:
+            stats = self.metrics.get(key)
+            if isinstance(stats, dict):
+                return key, stats
+        return None
+
+    @property
+    def numbers(self) -> dict[str, Any]:
+        """The metrics the columns read: a case's own, else a program's output comparison, which carries them."""
+        if any(key in self.metrics for key in ("max_abs", "sqnr_db", "mismatches")):
+            return self.metrics
+        main = self.output_comparison
+        return main[1] if main else self.metrics
+
     def metric(self, key: str) -> float | None:
-        return as_float(self.metrics.get(key))
+        return as_float(self.numbers.get(key))
 
     @property
     def sqnr(self) -> float | None:
@@ -351,7 +371,7 @@ class Row:
     @property
     def error_hist(self) -> dict[str, list] | None:
         """``{"edges", "counts", "exact"}`` when well-formed, else None."""
-        hist = self.metrics.get("error_hist")
+        hist = self.numbers.get("error_hist")
         if not isinstance(hist, dict):
             return None
         edges, counts = hist.get("edges"), hist.get("counts")
@@ -366,7 +386,7 @@ class Row:
     @property
     def error_map(self) -> list[list[float]] | None:
         """The pooled ``|err|/bound`` grid when rectangular and numeric, else None."""
-        grid = self.metrics.get("error_map")
+        grid = self.numbers.get("error_map")
         if not isinstance(grid, list) or not grid or not all(isinstance(r, list) for r in grid):
             return None
         width = len(grid[0])
@@ -415,6 +435,7 @@ class Row:
 KNOWN_METRICS = frozenset({
     "total", "mismatches", "max_abs", "max_rel", "sqnr_db", "nan_count", "inf_count", "unwritten",
     "worst_index", "first_mismatches", "shape_mismatch", "error_hist", "error_map", "steps",
+    "nodes", "nodes_step", "delegates", "vs_eager", "vs_reference", "reference_note", "route",
 })
 
 
@@ -440,7 +461,7 @@ class Column:
 
 
 def _mismatch_text(row: Row) -> str:
-    mismatches, total = as_int(row.metrics.get("mismatches")), as_int(row.metrics.get("total"))
+    mismatches, total = as_int(row.numbers.get("mismatches")), as_int(row.numbers.get("total"))
     if mismatches is None and total is None:
         return "—"
     if mismatches is None:
@@ -451,7 +472,7 @@ def _mismatch_text(row: Row) -> str:
 
 
 def _mismatch_frac(row: Row) -> float:
-    mismatches, total = as_int(row.metrics.get("mismatches")), as_int(row.metrics.get("total"))
+    mismatches, total = as_int(row.numbers.get("mismatches")), as_int(row.numbers.get("total"))
     return -1.0 if mismatches is None else mismatches / max(total or 1, 1)
 
 
@@ -497,23 +518,23 @@ REPORT_COLUMNS: tuple[Column, ...] = (
            sort=_mismatch_frac,
            numeric=True),
     Column(key="nan_inf", title="NaN / Inf", help="non-finite outputs where the reference is finite",
-           text=lambda r: (f"{as_int(r.metrics.get('nan_count')) or 0} / {as_int(r.metrics.get('inf_count')) or 0}"
-                      if (as_int(r.metrics.get("nan_count")) or as_int(r.metrics.get("inf_count"))) else "—"),
-           sort=lambda r: (as_int(r.metrics.get("nan_count")) or 0) + (as_int(r.metrics.get("inf_count")) or 0),
+           text=lambda r: (f"{as_int(r.numbers.get('nan_count')) or 0} / {as_int(r.numbers.get('inf_count')) or 0}"
+                      if (as_int(r.numbers.get("nan_count")) or as_int(r.numbers.get("inf_count"))) else "—"),
+           sort=lambda r: (as_int(r.numbers.get("nan_count")) or 0) + (as_int(r.numbers.get("inf_count")) or 0),
            numeric=True),
     Column(key="unwritten", title="unwritten", help="output elements the kernel never wrote",
-           text=lambda r: fmt_num(r.metrics.get("unwritten")),
+           text=lambda r: fmt_num(r.numbers.get("unwritten")),
            sort=_num_sort("unwritten"),
            numeric=True),
     Column(key="worst_index", title="worst index", help="index of the largest error / bound",
-           text=lambda r: _list_text(r.metrics.get("worst_index")),
-           sort=lambda r: str(r.metrics.get("worst_index"))),
+           text=lambda r: _list_text(r.numbers.get("worst_index")),
+           sort=lambda r: str(r.numbers.get("worst_index"))),
     Column(key="first_mismatches", title="first mismatches", help="up to five indices over tolerance",
-           text=lambda r: _list_text(r.metrics.get("first_mismatches")),
-           sort=lambda r: str(r.metrics.get("first_mismatches"))),
+           text=lambda r: _list_text(r.numbers.get("first_mismatches")),
+           sort=lambda r: str(r.numbers.get("first_mismatches"))),
     Column(key="shape_mismatch", title="shape mismatch", help="actual vs expected shape",
-           text=lambda r: clip(r.metrics.get("shape_mismatch") or "—", 80),
-           sort=lambda r: str(r.metrics.get("shape_mismatch"))),
+           text=lambda r: clip(r.numbers.get("shape_mismatch") or "—", 80),
+           sort=lambda r: str(r.numbers.get("shape_mismatch"))),
     Column(key="shader", title="shader", help="ET-VK shader variant that produced the output",
            text=lambda r: str(r.result.shader or "—"),
            sort=lambda r: str(r.result.shader)),
@@ -547,6 +568,175 @@ CROSS_COLUMNS = ("sqnr_db", "max_abs", "mismatches", "nan_inf", "unwritten")
 
 def columns(keys: Sequence[str]) -> list[Column]:
     return [COLUMNS[k] for k in keys]
+
+
+# --------------------------------------------------------------------------- programs
+
+
+COMPARISONS: tuple[tuple[str, str], ...] = (("vs_eager", "eager"), ("vs_reference", "reference program"))
+"""A program's output comparisons (metrics key, oracle), in the order its verdict reads them: the first recorded one
+is judged."""
+COMPARISON_COLUMNS = ("max_abs", "max_rel", "sqnr_db", "mismatches", "nan_inf", "unwritten", "worst_index")
+"""Metrics of a program's output against each oracle."""
+RAW_JSON_KEEP = 100_000
+"""Characters kept at each end of a program's raw metrics JSON (the results file holds it whole)."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class ProgramNode:
+    """One node of a program's delegates as its ``.nodes.csv`` row holds it, with the record it comes from."""
+
+    row: dict[str, Any]
+    """The Inspector-shaped row (``inspector.node_row``): delegate, index, op, runtime ops, source, status, gap."""
+    record: dict[str, Any]
+    """The node's record in ``metrics["nodes"]``: outputs, scalar arguments, dispatches."""
+    first_bad: bool = False
+    """The first node, in execution order, whose outputs leave tolerance on its own inputs."""
+
+    @property
+    def status(self) -> str:
+        """The node's verdict on its own inputs."""
+        return str(self.row["status"])
+
+    @property
+    def shader(self) -> str:
+        """The shader of its compute dispatch (the CSV's ``runtime_ops`` lists the prepack shaders too)."""
+        return str(self.record.get("shader") or ", ".join(self.row["runtime_ops"]) or "—")
+
+    @property
+    def outputs(self) -> list[dict[str, Any]]:
+        """Each output (or mutated state) of the node: its error on the node's own inputs and against the reference
+        program, as recorded."""
+        return [o for o in self.record.get("outputs") or [] if isinstance(o, dict)]
+
+    @property
+    def dispatches(self) -> list[dict[str, Any]]:
+        """What the node dispatched (shader, workgroup sizes, spec constants), to rerun it by hand."""
+        return [d for d in self.record.get("dispatches") or [] if isinstance(d, dict)]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """Its scalar arguments by schema name, which an expectation matched inside a program reads."""
+        return as_dict(self.record.get("args"))
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class NodeColumn:
+    """One column of a program's node table, declared once."""
+
+    key: str
+    title: str
+    help: str
+    text: Callable[[ProgramNode], str]
+    numeric: bool = False
+
+
+def _global_text(node: ProgramNode) -> str:
+    """The node against the reference program: how far a wrong value upstream carried, beside its own error."""
+    value, status = node.row.get("global_max_abs"), node.row.get("global_status") or ""
+    return "—" if value is None and not status else f"{fmt_num(value)} {status}".strip()
+
+
+NODE_COLUMNS: tuple[NodeColumn, ...] = (
+    NodeColumn(key="delegate", title="delegate", help="Vulkan delegate (partition), in execution order",
+               text=lambda n: str(n.row["delegate"])),
+    NodeColumn(key="index", title="node", help="node index in its delegate; node_id and debug handles in the tooltip",
+               text=lambda n: str(n.row["index"])),
+    NodeColumn(key="op", title="op", help="the node's operator (aot_ops)", text=lambda n: ", ".join(map(str, n.row["aot_ops"]))),
+    NodeColumn(key="shader", title="shader", help="shader of its compute dispatch", text=lambda n: n.shader),
+    NodeColumn(key="source", title="source line", help="module path and source line (ETRecord)",
+               text=lambda n: str(n.row.get("source") or "—")),
+    NodeColumn(key="status", title="status", help="the node judged on its own inputs", text=lambda n: n.status),
+    NodeColumn(key="gap_max_abs", title="max |err|", help="largest absolute error of its worst output, on its own inputs",
+               text=lambda n: fmt_num(n.row.get("gap_max_abs")), numeric=True),
+    NodeColumn(key="gap_sqnr_db", title="SQNR dB", help="SQNR of its worst output, on its own inputs",
+               text=lambda n: fmt_num(n.row.get("gap_sqnr_db")), numeric=True),
+    NodeColumn(key="gap_mismatches", title="mismatches", help="elements of its worst output over tolerance",
+               text=lambda n: fmt_num(n.row.get("gap_mismatches")), numeric=True),
+    NodeColumn(key="global", title="vs reference",
+               help="max |err| against the reference program's value (whole program in float64), and its status",
+               text=_global_text, numeric=True),
+)
+"""The node table of a program's card: the ``.nodes.csv`` columns a reader needs first."""
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class Comparison:
+    """A program's output against one oracle: eager PyTorch, or the program evaluated by the references."""
+
+    key: str
+    """Metrics key (``vs_eager``)."""
+    oracle: str
+    """What it is compared with, in words."""
+    row: "Row | None"
+    """The statistics as a row, so the declared columns read them; None when not compared."""
+    judged: bool = False
+    """The comparison the verdict reads."""
+
+
+def _comparisons(row: Row) -> list[Comparison]:
+    main = row.output_comparison
+    out = []
+    for key, oracle in COMPARISONS:
+        stats = row.metrics.get(key)
+        stats_row = Row.from_result(dataclasses.replace(row.result, metrics=stats)) if isinstance(stats, dict) else None
+        out.append(Comparison(key=key, oracle=oracle, row=stats_row, judged=main is not None and main[0] == key))
+    return out
+
+
+def _nodes(row: Row) -> list[ProgramNode]:
+    records = [r for r in row.metrics.get("nodes") or [] if isinstance(r, dict) and {"index", "op", "status"} <= set(r)]
+    first = next((r for r in records if category(str(r["status"])) == "fail"), None)
+    return [ProgramNode(row=node_row(row.result, r), record=r, first_bad=r is first) for r in records]
+
+
+def _delegates(row: Row) -> list[dict[str, str]]:
+    """Each delegate call: its status, the nodes it judged, where and why it stopped when the device could not run it."""
+    out = []
+    for entry in row.metrics.get("delegates") or []:
+        if not isinstance(entry, dict):
+            continue
+        at = f"node {entry['index']} ({entry.get('op', '')})" if entry.get("index") is not None else ""
+        out.append({"delegate": str(entry.get("delegate", "?")), "status": str(entry.get("status", "?")),
+                    "nodes": str(entry.get("nodes", "—")), "at": at, "reason": clip(entry.get("reason") or "")})
+    return out
+
+
+@dataclasses.dataclass(kw_only=True)
+class ProgramView:
+    """What a program's card shows: its output comparisons, its delegates, its node table and first diverging node."""
+
+    comparisons: list[Comparison]
+    """Against eager and against the reference program (one row each, recorded or not)."""
+    nodes: list[ProgramNode]
+    """Every judged node, in execution order."""
+    delegates: list[dict[str, str]]
+    """Each delegate call (``_delegates``)."""
+    route: dict[str, Any]
+    """The routing profile the device resolved to."""
+    step: int | None
+    """The call whose nodes are shown, when the program was called several times."""
+    reference_note: str
+    """Why there is no reference output, or which delegates torch evaluated instead."""
+    raw: str
+    """The result's metrics as JSON, for the toggle."""
+
+    @property
+    def first_bad(self) -> ProgramNode | None:
+        """The node the verdict blames (later nodes fed its value stay unmarked)."""
+        return next((n for n in self.nodes if n.first_bad), None)
+
+    @classmethod
+    def from_row(cls, row: Row) -> "ProgramView | None":
+        """The program parts of a row's metrics; None when it judged no program (a kernel case, a host rule)."""
+        metrics = row.metrics
+        if not (isinstance(metrics.get("nodes"), list) or any(key in metrics for key, _ in COMPARISONS)):
+            return None
+        return cls(comparisons=_comparisons(row), nodes=_nodes(row), delegates=_delegates(row),
+                   route=as_dict(metrics.get("route")),
+                   step=as_int(metrics.get("nodes_step")) if row.steps else None,
+                   reference_note=clip(metrics.get("reference_note") or ""),
+                   raw=clip(json.dumps(metrics, indent=1, default=str), RAW_JSON_KEEP))
 
 
 # --------------------------------------------------------------------------- merging

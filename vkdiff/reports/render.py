@@ -16,6 +16,9 @@ from vkdiff.datamodel import Result, clip, parse_time
 from vkdiff.reports import plots
 from vkdiff.reports.model import (
     CARD_COLUMNS,
+    COMPARISON_COLUMNS,
+    NODE_COLUMNS,
+    ProgramView,
     buckets,
     as_dict,
     as_list,
@@ -158,6 +161,7 @@ def _environment() -> jinja2.Environment:
                        TABLE_COLUMNS=columns(TABLE_COLUMNS), CARD_COLUMNS=columns(CARD_COLUMNS),
                        CARD_KEY_COLUMNS=columns(CARD_KEY_COLUMNS),
                        CROSS_COLUMNS=columns(CROSS_COLUMNS), MAX_HEATMAPS=MAX_HEATMAPS_PER_DEVICE,
+                       COMPARISON_COLUMNS=columns(COMPARISON_COLUMNS), NODE_COLUMNS=NODE_COLUMNS,
                        compact=_compact, ordered=_ordered, as_list=as_list, as_dict=as_dict)
     return env
 
@@ -320,6 +324,7 @@ def _device_context(merged: Merged, device: str) -> dict[str, Any]:
     for r in with_map[:MAX_HEATMAPS_PER_DEVICE]:
         heatmaps[r.anchor] = plots.heatmap_uri(r.error_map)
     failures = [r for _, _, group in fail_groups for r in group]
+    programs = {r.anchor: view for r in failures if (view := ProgramView.from_row(r)) is not None}
     traits, traits_probe = device_traits(info)
     return {
         "device": device,
@@ -350,6 +355,7 @@ def _device_context(merged: Merged, device: str) -> dict[str, Any]:
         "heatmaps": heatmaps,
         "n_with_map": len(with_map),
         "hist_bars": {r.anchor: _hist_bars(r) for r in fails},
+        "programs": programs,
     }
 
 
