@@ -48,7 +48,8 @@ def module_case(factory: str | Callable[[], Any], *, recipe: str, partitioner: s
     return make(factory, recipe, partitioner, name=name, tolerance=_tolerance(atol, rtol))
 
 
-def program_cases(path: str | Path, *, method: str | None = None, inputs: str | Path | None = None,
+def program_cases(path: str | Path, *, method: str | None = None,
+                  inputs: str | Path | Sequence[str | Path] | None = None,
                   shapes: Sequence[Sequence[Sequence[int]]] = (), int_range: tuple[int, int] | None = None,
                   seed: int = 0, atol: float | None = None, rtol: float | None = None,
                   etrecord: str | Path | None = None) -> list[ProgramCase]:
@@ -60,7 +61,8 @@ def program_cases(path: str | Path, *, method: str | None = None, inputs: str | 
     """
     from vkdiff.subjects.programs import pte_cases
 
-    options = CheckOptions(method=method, inputs=Path(inputs) if inputs else None, shapes=shapes,
+    files = () if inputs is None else (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
+    options = CheckOptions(method=method, inputs=tuple(Path(f) for f in files), shapes=shapes,
                            int_range=int_range, seed=seed, atol=atol, rtol=rtol,
                            etrecord=Path(etrecord) if etrecord else None)
     return pte_cases(Path(path), options, ("vkdiff", "check", str(path)))

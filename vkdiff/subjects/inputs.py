@@ -105,12 +105,63 @@ def _draw(rng: np.random.Generator, dtype: str, shape: list[int], int_range, wha
 
 
 def _check_bound(method: Method, position: int, spec: dict[str, Any], shape: Sequence[int], where: str = "") -> None:
+    """ExecuTorch's ``TensorImpl::internal_resize_contiguous``: the rank never changes; a static tensor keeps its
+    sizes; a dynamic one takes any sizes whose element count is within its bound's (its capacity)."""
     bound = list(spec["sizes"])
     static = not spec.get("dynamism")
-    if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)) or (static and list(shape) != bound):
-        limit = "exactly" if static else "at most"
-        raise InputError(f"{f'{where}: ' if where else ''}method {method.name!r} input {position}: sizes "
-                         f"{list(shape)} do not fit {describe(spec)} ({limit} {bound})")
+    prefix = f"{where}: " if where else ""
+    if len(shape) != len(bound) or (static and list(shape) != bound):
+        limit = "exactly" if static else f"rank {len(bound)}, at most {math.prod(bound)} elements, like"
+        raise InputError(f"{prefix}method {method.name!r} input {position}: sizes {list(shape)} do not fit "
+                         f"{describe(spec)} ({limit} {bound})")
+    if math.prod(shape) > math.prod(bound):
+        raise InputError(f"{prefix}method {method.name!r} input {position}: sizes {list(shape)} hold "
+                         f"{math.prod(shape)} elements, more than the {math.prod(bound)} of its bound {bound} "
+                         f"({describe(spec)}; ExecuTorch refuses to resize past a tensor's capacity)")
+
+
+def load_calls(paths: Sequence[Path], method: Method) -> list[list[Any]]:
+    """Every call's inputs: one file per call (``--inputs`` repeated), or one ``.npz`` keyed by call
+    (``call0/x``, ``call1/x``…: the part before ``/`` names the call, calls and inputs in order of their numbers).
+
+    Raises:
+        InputError: as ``load``, naming the call.
+    """
+    if len(paths) == 1 and paths[0].suffix == ".npz" and paths[0].is_file() and _keyed_by_call(paths[0]):
+        return _load_npz_calls(paths[0], method)
+    return [load(path, method) for path in paths]
+
+
+def _keyed_by_call(path: Path) -> bool:
+    try:
+        with NpzReader(path, str(path)) as npz:
+            return any("/" in key for key in npz.members)
+    except (NpzError, BudgetError) as exc:
+        raise InputError(f"--inputs {exc}") from None
+
+
+def _load_npz_calls(path: Path, method: Method) -> list[list[Any]]:
+    """An ``.npz`` of several calls, each call's headers checked before its data is read."""
+    try:
+        with NpzReader(path, str(path)) as npz:
+            calls: dict[str, list[str]] = {}
+            for key in npz.members:
+                call, sep, _ = key.partition("/")
+                if not sep:
+                    raise InputError(f"--inputs {path}: key {key!r} names no call; key every array as CALL/INPUT "
+                                     f"(call0/x) or none")
+                calls.setdefault(call, []).append(key)
+            out = []
+            for call in sorted(calls, key=_npz_order):
+                where = f"--inputs {path} call {call!r}"
+                keys = sorted(calls[call], key=lambda k: _npz_order(k.partition("/")[2]))
+                _check_count(len(keys), method, where)
+                for position, (key, spec) in enumerate(zip(keys, method.input_specs())):
+                    _check_kind(position, spec, npz.members[key].shape, npz.members[key].dtype, method, where)
+                out.append(check([npz.read(k) for k in keys], method, where))
+            return out
+    except (NpzError, BudgetError) as exc:
+        raise InputError(f"--inputs {exc}") from None
 
 
 def load(path: Path, method: Method) -> list[Any]:

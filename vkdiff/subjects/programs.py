@@ -33,7 +33,8 @@ class CheckOptions:
     """How to check a subject: the options of ``vkdiff check``."""
 
     method: str | None = None
-    inputs: Path | None = None
+    inputs: tuple[Path, ...] = ()
+    """Files of the calls' inputs (one per call, or one ``.npz`` keyed by call)."""
     shapes: Sequence[Sequence[Sequence[int]]] = ()
     """Below-bound calls: each tensor input's sizes per extra call."""
     int_range: tuple[int, int] | None = None
@@ -72,19 +73,28 @@ def methods_to_check(program: Program, method: str | None) -> list[str]:
 
 
 def calls_for(program: Program, method: str, options: CheckOptions) -> list[list[Any]]:
-    """The method's calls: the user's inputs (or seeded ones) at their sizes, then one per ``--shapes``."""
+    """The method's calls: the user's (every call ``--inputs`` gives) or one seeded at the bound, then one per
+    ``--shapes``."""
     plan = program.methods[method]
     try:
-        if options.inputs is not None:
-            first = program_inputs.load(options.inputs, plan)
+        if options.inputs:
+            given = program_inputs.load_calls(options.inputs, plan)
         else:
-            first = program_inputs.generate(plan, program.sha256, session_seed=options.seed,
-                                            int_range=options.int_range)
-        more = [program_inputs.generate(plan, program.sha256, sizes=sizes, call=k + 1, session_seed=options.seed,
-                                        int_range=options.int_range) for k, sizes in enumerate(options.shapes)]
+            given = [program_inputs.generate(plan, program.sha256, session_seed=options.seed,
+                                             int_range=options.int_range)]
+        more = [program_inputs.generate(plan, program.sha256, sizes=sizes, call=len(given) + k,
+                                        session_seed=options.seed, int_range=options.int_range)
+                for k, sizes in enumerate(options.shapes)]
     except program_inputs.InputError as exc:
         raise SubjectError(str(exc)) from None
-    return [first, *more]
+    return [*given, *more]
+
+
+def read_schemas_from(tree: Path) -> None:
+    """Read programs with ``tree``'s flatbuffer schemas (before executorch's, which a runner does not have)."""
+    from vkdiff.program import schema_files
+
+    schema_files.add_root(tree)
 
 
 def pte_cases(path: Path, options: CheckOptions, command: Sequence[str]) -> list[ProgramCase]:
@@ -215,7 +225,7 @@ def module_cases(case, options: CheckOptions, command: Sequence[str]) -> tuple[l
         ident = dict(case=case.id, op=case.name, variant=case.variant, rule="device", knobs=case.knobs, seed=0)
         return [ProgramCase(id=case.id, ident=ident, model=model, command=tuple(command))], None
     if options.shapes:
-        more = calls_for(model.program, "forward", dataclasses.replace(options, inputs=None))[1:]
+        more = calls_for(model.program, "forward", dataclasses.replace(options, inputs=()))[1:]
         model.steps += more
         model.expected += [_eager_of(case, call) for call in more]
     if options.atol is not None or options.rtol is not None:

@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
     check.add_argument("--embedding-quantize", metavar="BITS,GROUP", default=None, help="--llama -E, e.g. 4,32")
     check.add_argument("--prompt-len", type=int, default=7, help="--llama prefill length")
     check.add_argument("--decode-steps", type=int, default=3, help="--llama greedy decode steps after the prefill")
-    check.add_argument("--inputs", metavar="FILE.npz|.pt", default=None, help="Inputs of the first call")
+    check.add_argument("--inputs", metavar="FILE.npz|.pt", action="append", default=[],
+                       help="Inputs of one call, repeatable (one file per call, in order); or one .npz of every call "
+                            "keyed CALL/INPUT (call0/x, call1/x, ...)")
     check.add_argument("--method", metavar="NAME", default=None, help="Method to check (default: every method "
                        "with a Vulkan delegate)")
     check.add_argument("--etrecord", metavar="FILE", default=None, help="ETRecord of the program: names each node's "
@@ -70,10 +72,11 @@ def _options(args: argparse.Namespace):
         int_range = program_inputs.parse_int_range(args.int_range) if args.int_range else None
     except program_inputs.InputError as exc:
         raise SubjectError(str(exc)) from None
-    for flag, path in (("--inputs", args.inputs), ("--etrecord", args.etrecord), ("--checkpoint", args.checkpoint)):
+    given = [("--inputs", p) for p in args.inputs] + [("--etrecord", args.etrecord), ("--checkpoint", args.checkpoint)]
+    for flag, path in given:
         if path is not None and not Path(path).is_file():
             raise SubjectError(f"{flag} {path}: no such file")
-    return CheckOptions(method=args.method, inputs=Path(args.inputs) if args.inputs else None, shapes=shapes,
+    return CheckOptions(method=args.method, inputs=tuple(Path(p) for p in args.inputs), shapes=shapes,
                         int_range=int_range, seed=args.seed, atol=args.atol, rtol=args.rtol,
                         etrecord=Path(args.etrecord) if args.etrecord else None)
 
@@ -123,15 +126,14 @@ def _subject_cases(args: argparse.Namespace, argv: Sequence[str]) -> tuple[list,
 def _tree_schemas(et_src: str | None) -> None:
     """The chosen tree's flatbuffer schemas read the program (a runner has no executorch to lend its own)."""
     from vkdiff.device.shaders.trees import EtSourceError, choose_tree
-    from vkdiff.program import schema_files
-    from vkdiff.subjects.programs import SubjectError
+    from vkdiff.subjects.programs import SubjectError, read_schemas_from
 
     try:
         tree = choose_tree(et_src)
     except EtSourceError as exc:
         raise SubjectError(str(exc)) from None
     if tree.path is not None:
-        schema_files.add_root(tree.path)
+        read_schemas_from(tree.path)
 
 
 def _module(case, options, command) -> tuple[list, Any]:
