@@ -58,6 +58,7 @@ def _runner_env(python: Path, cache: Path, transport: str) -> dict[str, str]:
 @pytest.mark.parametrize("subject", ["pte", "module", "llama"])
 def test_saved_artifacts_pass_on_a_runner_without_torch_executorch_or_glslc(subject, runner_python, two_partitions,
                                                                            et_tree, tmp_path):
+    """Each transport is a runner of the matrix; their results merge into one report and one device bisection."""
     folder = _saved(two_partitions, et_tree, tmp_path, subject)
     manifest = json.loads((folder / "artifacts.json").read_text())
     assert any(name.startswith("cache/spv/") for name in manifest["shaders"])
@@ -71,6 +72,13 @@ def test_saved_artifacts_pass_on_a_runner_without_torch_executorch_or_glslc(subj
         assert result.device_info["transport"] == transport
         failed = {k: v for k, v in result.device_info["traits"].items() if isinstance(v, dict) and "error" in v}
         assert not failed, f"{transport}: trait probes needed a compiler: {failed}"
+    runs = [str(tmp_path / f"{t}.jsonl") for t in TRANSPORTS]
+    done = _vkdiff(runner_python, "report", *runs, "-o", str(tmp_path / "report"), env={"PYTHONPATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = (tmp_path / "report" / "cross-device.html").read_text()
+    assert all(slug in page for slug in ("llvmpipe", "llvmpipe-vulkan")) and result.case in page
+    done = _vkdiff(runner_python, "bisect", "device", result.case, "--results", *runs, env={"PYTHONPATH": ""})
+    assert done.returncode == 0 and "PASS: everywhere (2 configurations)" in done.stdout, done.stdout + done.stderr
 
 
 def test_the_runner_venv_cannot_import_lowering(runner_python):

@@ -5,6 +5,11 @@ diverging node and shader of a model case, the shader of a kernel case). Configu
 are grouped by signature, and each group is described by the one setting that sets it
 apart when there is one ("only where route = mali", "only where device = llvmpipe").
 Kernel cases do not route (only model delegates do), so they sweep adapters and limits.
+
+Over merged results (``--results``, several runners' files) nothing runs: each result of
+the case is a configuration, described by its device, transport, driver, knobs and the
+probed traits its device recorded, so the setting that sets a group apart can be a
+trait ("only where trait.f16_denorm = flushed") as well as a device.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ def signature(result) -> str:
 
 
 def describe(group: list[Config], every: list[Config]) -> str:
-    """The setting shared by exactly this group's configurations, else the list of them."""
+    """The one setting shared by exactly this group's configurations (a trait of all its devices before a list of
+    devices), else the values of a setting only this group has, else the list of them."""
     if len(group) == len(every):
         return "everywhere"
     for key in every[0]:
@@ -48,6 +54,8 @@ def describe(group: list[Config], every: list[Config]) -> str:
             value = values.pop()
             if sum(c[key] == value for c in every) == len(group):
                 return f"only where {key} = {value}"
+    for key in every[0]:
+        values = {c[key] for c in group}
         others = {c[key] for c in every if c not in group}
         if values.isdisjoint(others) and len(values) > 1:
             return f"only where {key} in {sorted(values)}"
@@ -61,3 +69,29 @@ def bisect_devices(case_id: str, configs: list[Config], run: Callable[[Config], 
         groups.setdefault(signature(run(config)), []).append(config)
     ordered = dict(sorted(groups.items(), key=lambda item: -len(item[1])))
     return DeviceBisect(case=case_id, groups=ordered)
+
+
+def configuration(result) -> Config:
+    """A recorded result as a configuration: where it ran, under which knobs, and its device's scalar traits."""
+    info, knobs = result.device_info or {}, result.knobs or {}
+    config = {"device": result.device, "transport": str(info.get("transport", "wgpu")),
+              "driver": str(info.get("driver", "")), "vendor": str(info.get("vendor", "")),
+              "route": str(knobs.get("route", "native")), "limits": str(knobs.get("limits", "native")),
+              "profile": str(info.get("profile", "") or "none")}
+    traits = info.get("traits") or {}
+    config.update({f"trait.{name}": str(value) for name, value in sorted(traits.items())
+                   if isinstance(value, (str, bool, int, float))})
+    return config
+
+
+def bisect_results(case_id: str, results: list) -> DeviceBisect:
+    """Group the recorded results of ``case_id`` (one per configuration, the latest kept) by signature."""
+    latest: dict[str, tuple[Config, Any]] = {}
+    for result in results:
+        if result.case == case_id and result.rule in ("device", "kernel", ""):
+            config = configuration(result)
+            latest[repr(sorted(config.items()))] = (config, result)
+    keys = sorted({k for config, _ in latest.values() for k in config}, key=lambda k: (k.startswith("trait."), k))
+    padded = {key: {k: config.get(k, "-") for k in keys} for key, (config, _) in latest.items()}
+    found = {repr(sorted(config.items())): latest[key][1] for key, config in padded.items()}
+    return bisect_devices(case_id, list(padded.values()), lambda config: found[repr(sorted(config.items()))])

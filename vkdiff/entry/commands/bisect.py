@@ -26,6 +26,9 @@ def add_parser(sub) -> None:
                          help="raw Vulkan, which loads the rewritten modules (or set VKDIFF_TRANSPORT=vulkan)")
     liberty.add_argument("--device-profile", metavar="PROFILE", type=parse_device_profile, default=None,
                          help="the rules to search: a profile (strict, mali, adreno) or rules joined by +")
+    device.add_argument("--results", metavar="RESULTS.jsonl", nargs="+", default=None,
+                        help="Group the case's results in these files (several runners' merged) instead of running "
+                             "it: no device work, and the split can be a probed trait as well as a device")
     commit = modes.add_parser("commit", help="The first ExecuTorch commit at which the case's verdict becomes the "
                                              "--bad revision's")
     commit.add_argument("case", metavar="CASE", help="Case id, exactly as 'vkdiff run --list' prints it")
@@ -40,6 +43,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mode == "device" and args.results:
+        return _device_results(args)
     case = find_case(args.case)
     if args.mode == "node":
         return _node(args, case)
@@ -162,6 +167,24 @@ def _commit_verdict(repo: str, case, adapter, settings: RunSettings):
         finally:
             runner.close()
     return verdict
+
+
+def _device_results(args: argparse.Namespace) -> int:
+    """``bisect device CASE --results F...``: the case's recorded results grouped; exit 1 when they differ."""
+    from vkdiff.bisect.device import bisect_results
+    from vkdiff.store import load
+
+    missing = [p for p in args.results if not Path(p).is_file()]
+    if missing:
+        raise SelectionError(f"--results: no such file: {', '.join(missing)}")
+    results = list(load([Path(p) for p in args.results]))
+    found = bisect_results(args.case, results)
+    if not found.groups:
+        known = sorted({r.case for r in results})
+        raise SelectionError(f"{args.case}: no result of this case in {', '.join(args.results)} (cases there: "
+                             f"{', '.join(known[:5])}{', ...' if len(known) > 5 else ''})")
+    print("\n".join(found.lines()))
+    return 0 if len(found.groups) == 1 else 1
 
 
 def _device(args: argparse.Namespace, case) -> int:
