@@ -4,10 +4,11 @@ A runner has no glslc (and, through wgpu, no spirv-opt), so the machine that sav
 artifacts runs each program under every routing profile each transport can resolve, on
 its first adapter, and keeps every variant the launchers asked for, including those
 whose pipelines this device could not create (a cooperative-matrix GEMM on lavapipe is
-built before it is refused). Each transport sweeps in a process of its own: raw Vulkan
+built before it is refused), then probes the device's traits afresh, so that the probes'
+transformed modules are kept too (a runner's device is probed anew). Each transport sweeps in a process of its own: raw Vulkan
 after wgpu work in one process can corrupt the heap on lavapipe. The cache entries of
-those variants and of vkdiff's own trait probes (index, module, and the modules wgpu
-transformed from them) are copied
+those variants (index and module), the modules wgpu transformed and loaded, and vkdiff's
+own trait probes are copied
 into the artifacts folder, and ``vkdiff.subjects.artifacts`` imports them into the
 runner's cache after checking each one.
 """
@@ -23,7 +24,6 @@ from typing import Any, Sequence
 
 from vkdiff.datamodel import cache_dir
 from vkdiff.datamodel.settings import TRANSPORTS
-from vkdiff.datamodel.cache import CacheCorruptError, read_entry
 
 SHADERS = "cache"
 """Folder of an artifacts folder that mirrors the cache's shader entries."""
@@ -36,6 +36,8 @@ class Sweep:
     transport: str
     variants: dict[str, str]
     """Variant → module key."""
+    baked: list[str]
+    """Keys of the transformed modules wgpu loaded (none through raw Vulkan)."""
     index_dir: str
     """The builder's index folder name (the tree's hash, ``-mediump`` for that build)."""
     outcomes: list[tuple[str, str, str]]
@@ -61,9 +63,9 @@ def _sweep_transport(cases: list[Any], tree: Any, settings: Any, transport: str)
     try:
         adapters = select((), via=transport)[:1]
     except Exception as exc:  # no adapter through this transport: the other one's modules are still exported
-        return Sweep(transport=transport, variants={}, index_dir="", outcomes=[], problem=str(exc))
+        return Sweep(transport=transport, variants={}, baked=[], index_dir="", outcomes=[], problem=str(exc))
     if not adapters:
-        return Sweep(transport=transport, variants={}, index_dir="", outcomes=[], problem="no adapter")
+        return Sweep(transport=transport, variants={}, baked=[], index_dir="", outcomes=[], problem="no adapter")
     variants, outcomes, index_dir = {}, [], ""
     for route in usable_profiles(transport):
         runner = Runner(tree=tree, adapters=adapters, settings=dataclasses.replace(
@@ -74,23 +76,28 @@ def _sweep_transport(cases: list[Any], tree: Any, settings: Any, transport: str)
         variants.update(runner.builder.requested())
         index_dir = runner.builder.index_dir.name
         runner.close()
-    return Sweep(transport=transport, variants=variants, index_dir=index_dir, outcomes=outcomes)
+    from vkdiff.device.runtime.traits import measure
+    from vkdiff.device.shaders.dispatch import BAKED_USED
+    from vkdiff.device.transports.adapters import create_device
+
+    measure(create_device(*adapters[0]), adapters[0][0])
+    return Sweep(transport=transport, variants=variants, baked=sorted(BAKED_USED), index_dir=index_dir,
+                 outcomes=outcomes)
 
 
 def export(folder: Path, sweeps: Sequence[Sweep]) -> dict[str, str]:
-    """Copy the swept variants' cache entries into ``folder/cache``; relative path → sha256 of the file."""
-    root, files, sources = cache_dir(), {}, set()
+    """Copy the swept variants' cache entries, the transformed modules wgpu used and vkdiff's trait probes into
+    ``folder/cache``; relative path → sha256 of the file."""
+    root, files = cache_dir(), {}
     for done in sweeps:
         for variant, key in done.variants.items():
             for rel in (f"index/{done.index_dir}/{variant}.json", f"spv/{key}.spv"):
                 files[rel] = (root / rel).read_bytes()
-            sources.add(_module_hash(root / f"spv/{key}.spv"))
+        for key in done.baked:
+            if (root / "baked" / f"{key}.spv").is_file():
+                files[f"baked/{key}.spv"] = (root / "baked" / f"{key}.spv").read_bytes()
     for path in sorted((root / "traits" / "spv").glob("*.spv")):
         files[f"traits/spv/{path.name}"] = path.read_bytes()
-        sources.add(_probe_hash(path))
-    for path in sorted((root / "baked").glob("*.spv")):
-        if _baked_source(path) in sources:
-            files[f"baked/{path.name}"] = path.read_bytes()
     written = {}
     for rel, data in sorted(files.items()):
         target = folder / SHADERS / rel
@@ -98,26 +105,3 @@ def export(folder: Path, sweeps: Sequence[Sweep]) -> dict[str, str]:
         target.write_bytes(data)
         written[f"{SHADERS}/{rel}"] = hashlib.sha256(data).hexdigest()
     return written
-
-
-def _module_hash(spv_entry: Path) -> str:
-    from vkdiff.device.shaders.build import unpack_module
-
-    return hashlib.sha256(unpack_module(read_entry(spv_entry))).hexdigest()
-
-
-def _probe_hash(path: Path) -> str | None:
-    """A trait probe's module hash (its entry is the glslc that built it, a newline, the module)."""
-    try:
-        return hashlib.sha256(read_entry(path).partition(b"\n")[2]).hexdigest()
-    except CacheCorruptError:  # a corrupt probe entry is never exported
-        return None
-
-
-def _baked_source(path: Path) -> str | None:
-    from vkdiff.device.shaders.dispatch import baked_record
-
-    try:
-        return baked_record(read_entry(path))[0]["source"]
-    except (CacheCorruptError, ValueError, KeyError):  # a corrupt or old entry is never exported
-        return None

@@ -65,6 +65,8 @@ def layout_entry(binding: spirv.Binding) -> dict:
 
 BAKED = "baked"
 """Cache folder of transformed modules: a runner with them needs no spirv-opt."""
+BAKED_USED: set[str] = set()
+"""Keys of the baked modules this process used (what a saved program's runner needs through wgpu)."""
 BAKED_FORMAT = b"vkdiff-baked/2"
 """Part of a baked module's key; entries of this format start with a JSON line of what they were made from."""
 
@@ -100,6 +102,7 @@ def prepare_module(spv: bytes, spec_constants: Mapping[int, int | float | bool],
     key = hashlib.sha256(b"\0".join([BAKED_FORMAT, spv, repr(spec).encode(), repr(tuple(local_size)).encode(),
                                      _transforms_version().encode()])).hexdigest()[:32]
     path = cache_dir() / BAKED / f"{key}.spv"
+    BAKED_USED.add(key)
     try:
         _, clamped, module = baked_record(read_entry(path))
         return module, clamped
