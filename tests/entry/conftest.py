@@ -46,3 +46,12 @@ def masked_block(tmp_path_factory) -> tuple[Path, Path]:
     return _lower_with_executorch(model, inputs, tmp_path_factory.mktemp("block"), "block")
 
 
+
+
+@pytest.fixture(scope="session")
+def gqa_block(tmp_path_factory) -> tuple[Path, Path]:
+    """Grouped-query attention with a boolean mask: its delegates hold ``aten.logical_not.default``."""
+    from tests.programs.factories import gqa_masked_attention
+
+    model, inputs = gqa_masked_attention()
+    return _lower_with_executorch(model, inputs, tmp_path_factory.mktemp("gqa"), "gqa")

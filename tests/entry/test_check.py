@@ -98,6 +98,64 @@ def test_a_delegate_with_a_minus_inf_scalar_decodes_and_runs_every_node(masked_b
             "aten.full.default"} <= ops
 
 
+LOGICAL_NOT = "aten.logical_not.default"
+
+
+def _holding(pte: Path, op: str) -> list[int]:
+    """Indexes of the Vulkan delegates of ``pte`` whose chain holds ``op``."""
+    from vkdiff.program.pte import load_pte
+
+    plan = load_pte(pte.read_bytes(), pte.name).methods["forward"]
+    return [d.index for d in plan.delegates if d.graph is not None and any(o.name == op for o in d.graph.ops)]
+
+
+def test_a_delegate_holding_an_op_the_runtime_does_not_register_fails_check_before_any_device_work(
+        gqa_block, et_tree, tmp_path):
+    """GQA attention with a boolean mask: the pinned tree's partitioner accepts ``aten.logical_not.default``
+    (``op_registry.py``) but no ``VK_REGISTER_OP`` names it, so ``VulkanBackend::build_graph`` stops at "Missing
+    operator" on every device: FAIL_CHECK naming the op, not NOT_RUN for a missing launcher."""
+    from vkdiff.device.shaders.trees import origin_of
+
+    pte, etrecord = gqa_block
+    holding = _holding(pte, LOGICAL_NOT)
+    assert len(holding) == 2
+    out = tmp_path / "g.jsonl"
+    assert cli.main(["check", str(pte), "--etrecord", str(etrecord), "--et-src", str(et_tree),
+                     "--results", str(out)]) == cli.EXIT_FAIL
+    result = _device(out)
+    assert result.status == Status.FAIL_CHECK.name, result.reason
+    assert result.reason == "; ".join(
+        f"delegate {d}: ET-VK cannot load this delegate: {LOGICAL_NOT} is not registered by the runtime of "
+        f"{origin_of(et_tree)} (VK_REGISTER_OP)" for d in holding)
+    assert result.node["op"] == LOGICAL_NOT and result.node["delegate"] == holding[0]
+    assert result.metrics["unregistered"] == {str(d): [LOGICAL_NOT] for d in holding}
+    assert "nodes" not in result.metrics, "judged before any node ran on the device"
+
+
+def test_the_registered_ops_are_read_from_the_tree_the_run_uses(gqa_block, tmp_path):
+    """A tree whose runtime registers every op of the program loads it; one without logical_not does not; a tree
+    without runtime sources says nothing."""
+    from vkdiff.datamodel import PreparedProgram, Tolerance
+    from vkdiff.device.runtime.registrations import IMPL_SUBDIR
+    from vkdiff.harness.device_models import unloadable_on
+    from vkdiff.program.pte import load_pte
+
+    program = load_pte(gqa_block[0].read_bytes(), "gqa.pte")
+    model = PreparedProgram(case_id="gqa", program=program, steps=[], tolerance=Tolerance())
+    ops = {op.name for d in model.plan.delegates if d.graph is not None for op in d.graph.ops}
+    trees = {}
+    for name, registered in (("all", ops), ("without", ops - {LOGICAL_NOT})):
+        impl = tmp_path / name / IMPL_SUBDIR
+        impl.mkdir(parents=True)
+        (impl / "Ops.cpp").write_text("".join(f"  VK_REGISTER_OP({op}, fn);\n" for op in sorted(registered)))
+        trees[name] = tmp_path / name
+    assert unloadable_on(model, trees["all"]) is None
+    status, fields = unloadable_on(model, trees["without"])
+    assert status is Status.FAIL_CHECK and fields["node"]["op"] == LOGICAL_NOT
+    assert str(trees["without"]) in fields["reason"]
+    assert unloadable_on(model, tmp_path) is None and unloadable_on(model, None) is None
+
+
 def test_a_users_llm_config_is_exported_with_export_llama_and_checked_as_a_generation(et_tree, tmp_path):
     params = Path(__file__).parents[1] / "programs" / "tiny_params.json"
     out = tmp_path / "l.jsonl"

@@ -54,3 +54,32 @@ def masked_attention():
     """Seeded ``MaskedAttention`` and a ``[1, 5, 16]`` input."""
     torch.manual_seed(20261127)
     return MaskedAttention().eval(), (torch.randn(1, 5, 16),)
+
+
+class GqaMaskedAttention(nn.Module):
+    """Grouped-query attention (4 query heads over 2 key/value heads) with a boolean causal mask.
+
+    ``scaled_dot_product_attention(..., enable_gqa=True)`` with a boolean ``attn_mask`` decomposes into
+    ``aten.logical_not.default`` (the rows the mask empties), which ``VulkanPartitioner`` delegates.
+    """
+
+    def __init__(self, width: int = 32, heads: int = 4, kv_heads: int = 2, tokens: int = 6):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, width // heads
+        self.q = nn.Linear(width, width)
+        self.kv = nn.Linear(width, 2 * kv_heads * self.head_dim)
+        self.proj = nn.Linear(width, width)
+        self.register_buffer("mask", torch.ones(tokens, tokens, dtype=torch.bool).tril())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q = self.q(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (z.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2) for z in self.kv(x).chunk(2, dim=-1))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:t, :t], enable_gqa=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+def gqa_masked_attention():
+    """Seeded ``GqaMaskedAttention`` and a ``[1, 6, 32]`` input."""
+    torch.manual_seed(20261128)
+    return GqaMaskedAttention().eval(), (torch.randn(1, 6, 32),)

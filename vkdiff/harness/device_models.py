@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vkdiff.datamodel import PreparedProgram, Result, Status, versions
+from vkdiff.device.runtime.registrations import runtime_ops
+from vkdiff.device.shaders.trees import origin_of
 from vkdiff.executors.program_runs import run_program
 from vkdiff.verdicts.program import PORT_STALE_FLAG
 from vkdiff.verdicts.program_runs import judge_program
+from vkdiff.verdicts.registrations import unloadable
 from vkdiff.verdicts.host import no_delegate, not_lowered, unprepared
 
 if TYPE_CHECKING:
@@ -96,7 +100,8 @@ def run_prepared(ctx, *, model: PreparedProgram | tuple[Status, str], ident: dic
                  keep: list | None = None) -> Result:
     """``check_on_device`` once the host has prepared the program: numpy, wgpu and (for host ops) torch.
 
-    ``replays`` whole-graph replays follow the node-by-node run (``--mode graph``). ``tamper`` is host work after
+    A delegate the tree's runtime cannot load is judged before any device work (``unloadable_on``). ``replays``
+    whole-graph replays follow the node-by-node run (``--mode graph``). ``tamper`` is host work after
     each node of delegate 0 (or ``{delegate: tamper}``); each call's
     ``{delegate index: DelegateRun}`` is appended to ``keep`` when given (bisect and repro use them)."""
     from vkdiff.device.runtime.routing import route_for
@@ -108,12 +113,20 @@ def run_prepared(ctx, *, model: PreparedProgram | tuple[Status, str], ident: dic
     tampers = tamper if isinstance(tamper, dict) else ({0: tamper} if tamper is not None else {})
     if isinstance(model, tuple):
         status, fields = model[0], dict(reason=model[1])
+    elif (refused := unloadable_on(model, tree)) is not None:
+        status, fields = refused
     else:
         runs = run_program(model, ctx, route, tree=tree, tampers=tampers, repeat=repeat, replays=replays,
                            keep=keep)
         status, fields = judge_program(model, runs)
     fields.setdefault("metrics", {})["route"] = route.to_dict()
     return Result(status=status.name, seconds=round(time.perf_counter() - start, 3), **base, **fields)
+
+
+def unloadable_on(model: PreparedProgram, tree: Path | None) -> tuple[Status, dict[str, Any]] | None:
+    """The verdict on a delegate holding an op ``tree``'s runtime does not register (None: all load, or no tree)."""
+    registered = runtime_ops(tree)
+    return None if registered is None else unloadable(model, registered, origin_of(Path(tree)))
 
 
 def prepare_model(case: ModelCase) -> PreparedProgram | tuple[Status, str]:

@@ -2,7 +2,8 @@
 suites, and its shader variants against those a results file shows dispatched.
 
 The registered ops are read from the tree's ``VK_REGISTER_OP(name, fn)`` lines
-(``runtime/graph/ops/impl/*.cpp``). Families outside the op-coverage target are named
+(``runtime/graph/ops/impl/*.cpp``), and checked against the ops its partitioner accepts
+(``vkdiff.tools.registrations``). Families outside the op-coverage target are named
 (``static-int8``, ``training``, ``test-only``) so the percentage is over the rest.
 """
 
@@ -17,18 +18,18 @@ from typing import Any, Iterable, Mapping
 from vkdiff.cases.kernels import all_cases
 from vkdiff.datamodel import Result
 from vkdiff.device.launchers import LAUNCHERS
+from vkdiff.device.runtime.registrations import registered_ops
 from vkdiff.device.shaders.trees import GLSL_SUBDIR
 from vkdiff import reference
+from vkdiff.tools.registrations import TEST_ONLY, registration_document
 
-IMPL_SUBDIR = Path("backends/vulkan/runtime/graph/ops/impl")
 FAMILIES = (
-    ("test-only", re.compile(r"(^|\.)test_|^testing\.")),
+    ("test-only", TEST_ONLY),
     ("training", re.compile(r"adamw_step|linear_dW|_backward|fused_ce")),
     ("static-int8", re.compile(r"q8ta|q8csw|qcs4w|int8pack|quantize_per_tensor|dequantize_per_tensor")),
 )
 """Families outside the op-coverage target (issue #22), by op-name pattern; every other op is ``in scope``."""
 IN_SCOPE = "in scope"
-REGISTER = re.compile(r"VK_REGISTER_OP\(\s*([\w.]+)\s*,")
 
 
 @dataclasses.dataclass(kw_only=True, frozen=True)
@@ -48,15 +49,6 @@ class OpCoverage:
     def covered(self) -> bool:
         """A launcher and a reference: it runs and is judged inside a delegate."""
         return self.launcher and self.reference
-
-
-def registered_ops(tree: Path) -> dict[str, str]:
-    """Op name → registering file, from the tree's ``VK_REGISTER_OP`` lines."""
-    ops: dict[str, str] = {}
-    for path in sorted((tree / IMPL_SUBDIR).glob("*.cpp")):
-        for op in REGISTER.findall(path.read_text(errors="replace")):
-            ops.setdefault(op, path.name)
-    return ops
 
 
 def family_of(op: str) -> str:
@@ -113,4 +105,5 @@ def variant_coverage(tree: Path, results: Iterable[Result]) -> dict[str, Any]:
 
 def to_document(tree: Path, ops: list[OpCoverage], variants: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"tree": str(tree), "glsl": str(tree / GLSL_SUBDIR), "summary": summary(ops),
-            "ops": [dataclasses.asdict(row) for row in ops], "variants": variants}
+            "ops": [dataclasses.asdict(row) for row in ops], "registration": registration_document(tree),
+            "variants": variants}

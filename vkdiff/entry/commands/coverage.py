@@ -1,5 +1,5 @@
-"""``vkdiff coverage``: registered ops against launchers, references and suites; variants against the results'
-dispatches."""
+"""``vkdiff coverage``: registered ops against launchers, references and suites, and against the ops the partitioner
+accepts; variants against the results' dispatches."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from vkdiff.entry.terminal import console as terminal_console
 
 
 def add_parser(sub) -> None:
-    coverage = sub.add_parser("coverage", help="The ops and shader variants of a tree that vkdiff covers")
+    coverage = sub.add_parser("coverage", help="The ops and shader variants of a tree that vkdiff covers, and the "
+                                                "ops its partitioner accepts but its runtime does not register")
     coverage.add_argument("--et-src", metavar="TREE", default=None,
                           help="ExecuTorch tree: checkout, REPO@REV or tarball (default: as vkdiff run chooses)")
     coverage.add_argument("--results", metavar="RESULTS.jsonl", nargs="*", default=(),
@@ -58,8 +59,30 @@ def run(args: argparse.Namespace) -> int:
             detail.add_row(row.op, row.file, row.family, "yes" if row.launcher else "-",
                            "yes" if row.reference else "-", str(row.cases))
         console.print(detail)
+    print_registration(console, tree.path)
     if variants:
         console.print(f"shader variants dispatched by the results: {variants['dispatched_variants']} of "
                       f"{variants['variants']} ({variants['dispatched_templates']} of {variants['templates']} "
                       f"templates)", markup=False)
     return 0
+
+
+def print_registration(console, tree: Path) -> None:
+    """The ops the partitioner accepts that the runtime does not register, and the reverse, each with its fate."""
+    from rich.table import Table
+
+    from vkdiff.tools import registrations
+
+    accepted = registrations.accepted_not_registered(tree)
+    reverse = registrations.registered_not_accepted(tree)
+    unloadable = sum(row.cannot_load for row in accepted)
+    titles = (f"accepted by the partitioner (op_registry.py), not registered by the runtime (VK_REGISTER_OP): "
+              f"{len(accepted)}, {unloadable} of them can reach a delegate ET-VK cannot load",
+              f"registered by the runtime, never accepted by the partitioner: {len(reverse)}")
+    for title, rows, column in zip(titles, (accepted, reverse), ("accepted at", "registered in")):
+        table = Table(title=title, title_justify="left")
+        for name in ("op", column, "fate"):
+            table.add_column(name, no_wrap=name == "op")
+        for row in rows:
+            table.add_row(row.op, row.where, row.fate)
+        console.print(table)
