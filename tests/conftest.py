@@ -52,7 +52,11 @@ def programs_read_as_executorch_reads_them():
 
     def checked(data: bytes, name: str = "program.pte"):
         program = original(data, name)
-        found = differences(program, executorch_program(data, name))
+        try:
+            theirs = executorch_program(data, name)
+        except Exception:  # crafted bytes executorch's Python reader cannot walk (bad UTF-8, absent vectors): no oracle
+            return program
+        found = differences(program, theirs)
         assert not found, f"{name}: vkdiff's reader and executorch's disagree: {found[:3]}"
         return program
 

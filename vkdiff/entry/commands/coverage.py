@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             detail.add_row(row.op, row.file, row.family, "yes" if row.launcher else "-",
                            "yes" if row.reference else "-", str(row.cases))
         console.print(detail)
-    print_registration(console, tree.path)
+    _print_registration(console, tree.path)
     if variants:
         console.print(f"shader variants dispatched by the results: {variants['dispatched_variants']} of "
                       f"{variants['variants']} ({variants['dispatched_templates']} of {variants['templates']} "
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_registration(console, tree: Path) -> None:
+def _print_registration(console, tree: Path) -> None:
     """The ops the partitioner accepts that the runtime does not register, and the reverse, each with its fate."""
     from rich.table import Table
 
