@@ -68,6 +68,7 @@ SCHEMA_TEXTS: tuple[str, ...] = (
     "aten::bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten::bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten::logical_and(Tensor self, Tensor other) -> Tensor",
+    "aten::logical_not(Tensor self) -> Tensor",
     "aten::logical_or(Tensor self, Tensor other) -> Tensor",
     "aten::sigmoid(Tensor self) -> Tensor",
     "aten::silu(Tensor self) -> Tensor",

@@ -184,6 +184,7 @@ ATEN: dict[str, Callable[..., Any]] = {
     **{f"aten.{name}.Tensor": getattr(aten, name) for name in ("eq", "lt", "le", "gt", "ge", "bitwise_and",
                                                                  "bitwise_or")},
     "aten.logical_and.default": aten.logical_and, "aten.logical_or.default": aten.logical_or,
+    "aten.logical_not.default": aten.logical_not,
     **{f"aten.{name}.default": getattr(aten, name) for name in (
         "sigmoid", "silu", "tanh", "exp", "neg", "cos", "sin", "sqrt", "rsqrt", "log10", "clamp", "relu", "relu6",
         "hardtanh", "hardswish", "hardsigmoid", "hardshrink", "leaky_relu", "gelu", "bitwise_not", "full",

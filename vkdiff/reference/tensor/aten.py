@@ -84,6 +84,10 @@ def logical_and(self, other) -> np.ndarray:
     return np.logical_and(np.asarray(self), np.asarray(other))
 
 
+def logical_not(self) -> np.ndarray:
+    return np.logical_not(np.asarray(self))
+
+
 def logical_or(self, other) -> np.ndarray:
     return np.logical_or(np.asarray(self), np.asarray(other))
 
