@@ -120,7 +120,7 @@ def coverage_gaps(tree: Path, *cpp_files: str) -> tuple[set[str], dict[str, list
     from vkdiff import reference
     from vkdiff.cases.kernels import load_suites
     from vkdiff.device.launchers import LAUNCHERS
-    from vkdiff.tools.coverage import REGISTER
+    from vkdiff.device.runtime.registrations import REGISTER
 
     impl = tree / "backends/vulkan/runtime/graph/ops/impl"
     registered = {op for name in cpp_files for op in REGISTER.findall((impl / name).read_text())}

@@ -52,7 +52,7 @@ def _saved(two_partitions, et_tree, folder: Path, subject: str) -> Path:
 def _runner_env(python: Path, cache: Path, transport: str) -> dict[str, str]:
     """No compiler on PATH (only the venv's python), an empty cache, one transport."""
     return {"PATH": str(python.parent), "VKDIFF_CACHE_DIR": str(cache), "VKDIFF_TRANSPORT": transport,
-            "PYTHONPATH": ""}
+            "PYTHONPATH": "", "VKDIFF_SCHEMA_PATH": ""}
 
 
 @pytest.mark.parametrize("subject", ["pte", "module", "llama"])
@@ -94,7 +94,7 @@ def test_a_users_pte_with_a_host_op_between_two_partitions_passes_without_torch(
     for transport in TRANSPORTS:
         out = tmp_path / f"{transport}.jsonl"
         done = _vkdiff(runner_python, "check", str(pte), "--et-src", str(et_tree), "--results", str(out),
-                       env={"VKDIFF_TRANSPORT": transport, "PYTHONPATH": ""})
+                       env={"VKDIFF_TRANSPORT": transport, "PYTHONPATH": "", "VKDIFF_SCHEMA_PATH": ""})
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         [result] = read([out]).results
         assert result.status == Status.PASS.name, (transport, result.reason)
@@ -109,7 +109,7 @@ def test_a_pte_with_a_tree_that_lacks_the_program_schema_is_one_line(runner_pyth
     tree.mkdir()
     (tree / "backends").symlink_to(et_tree / "backends")
     done = _vkdiff(runner_python, "check", str(pte), "--et-src", str(tree), "--results", str(tmp_path / "r.jsonl"),
-                   env={"PYTHONPATH": ""})
+                   env={"PYTHONPATH": "", "VKDIFF_SCHEMA_PATH": ""})
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(f"vkdiff: error: {pte.name}: reading this program needs "
                                                            f"schema/program.fbs")

@@ -71,5 +71,5 @@ def test_a_program_runs_once_then_is_judged(runner):
     case = ProgramCase(id=model.id, ident=identity(model), model=prepared)
     (slug,) = runner.slugs
     walk = crossings(lambda: runner.run(case, slug))
-    assert walk == ["vkdiff.executors.program_runs.run_program", "vkdiff.verdicts.program_runs.judge_program",
-                    "vkdiff.verdicts.expectations.annotate"], walk
+    assert walk == ["vkdiff.verdicts.registrations.unloadable", "vkdiff.executors.program_runs.run_program",
+                    "vkdiff.verdicts.program_runs.judge_program", "vkdiff.verdicts.expectations.annotate"], walk

@@ -144,6 +144,11 @@ def check(subject: str | Path | Callable[[], Any], *, recipe: str | None = None,
         cases, _ = module_cases(case, CheckOptions(**{k: v for k, v in options.items() if k in ("shapes", "seed")}),
                                 ("vkdiff", "check", str(subject)))
     else:
+        from vkdiff.subjects.programs import read_schemas_from
+
+        tree = choose_tree(et_src)
+        if tree.path is not None:
+            read_schemas_from(tree.path)
         case, cases = None, program_cases(subject, **options)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = Path(results or f"vkdiff-results/check-{stamp}.jsonl")
