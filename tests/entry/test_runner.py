@@ -38,8 +38,8 @@ def _vkdiff(python: Path | str, *argv: str, env: dict[str, str] | None = None) -
 
 def _saved(two_partitions, et_tree, folder: Path, subject: str) -> Path:
     """``vkdiff check SUBJECT --save-artifacts`` where the full stack is installed."""
-    pte, _ = two_partitions
-    argv = {"pte": [str(pte)],
+    pte, etrecord = two_partitions
+    argv = {"pte": [str(pte), "--etrecord", str(etrecord)],
             "module": [f"{PROGRAMS / 'factories.py'}:two_partitions", "--recipe", "4w"],
             "llama": ["--llama", str(PROGRAMS / "tiny_params.json"), "--qmode", "4w", "--decode-steps", "3"]}[subject]
     done = _vkdiff(sys.executable, "check", *argv, "--et-src", str(et_tree), "--results", str(folder / "save.jsonl"),
@@ -70,6 +70,8 @@ def test_saved_artifacts_pass_on_a_runner_without_torch_executorch_or_glslc(subj
         [result] = read([out]).results
         assert result.status == Status.PASS.name, (transport, result.reason)
         assert result.device_info["transport"] == transport
+        if subject != "llama":
+            assert all(node.get("source") for node in result.metrics["nodes"]), "sources (the ETRecord's) not carried"
         failed = {k: v for k, v in result.device_info["traits"].items() if isinstance(v, dict) and "error" in v}
         assert not failed, f"{transport}: trait probes needed a compiler: {failed}"
     runs = [str(tmp_path / f"{t}.jsonl") for t in TRANSPORTS]
