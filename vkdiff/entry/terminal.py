@@ -216,3 +216,18 @@ def coverage_document(tree: Path, paths: Sequence[Path]) -> dict:
     from vkdiff.store import load
 
     return coverage.to_document(tree, coverage.op_coverage(tree), coverage.variant_coverage(tree, load(list(paths))))
+
+
+def print_sweeps(folder: Path, cases: Sequence, tree, settings, console) -> None:
+    """Add the SPIR-V every routing profile asks for to saved artifacts (``save_shaders``) and say what went in."""
+    from vkdiff.subjects.artifacts import save_shaders
+
+    if tree.path is None:
+        console.print(f"--save-artifacts {folder}: no ExecuTorch tree, so no SPIR-V saved (a runner will need glslc)",
+                      markup=False, style="yellow")
+        return
+    for done in save_shaders(folder, list(cases), tree, settings):
+        routes = sorted({route for route, _, _ in done.outcomes})
+        console.print(f"artifacts: {done.transport}: {len(done.variants)} variants over routes {', '.join(routes)}"
+                      + (f" ({done.problem})" if done.problem else ""), markup=False)
+    console.print(f"artifacts: {folder} (check it on a runner: vkdiff check {folder} --et-src TREE)", markup=False)

@@ -108,6 +108,16 @@ def write_shaders(folder: Path, files: dict[str, str]) -> None:
     write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
 
 
+def save_shaders(folder: Path, cases: list[ProgramCase], tree: Any, settings: Any) -> list[Any]:
+    """Sweep ``cases`` under every routing profile of each transport and add the SPIR-V they asked for to the
+    folder (``vkdiff.harness.artifact_shaders``); each transport's ``Sweep``."""
+    from vkdiff.harness.artifact_shaders import export, sweep
+
+    sweeps = sweep(cases, tree, settings)
+    write_shaders(folder, export(folder, sweeps))
+    return sweeps
+
+
 def import_shaders(folder: Path, manifest: dict[str, Any]) -> int:
     """Copy the folder's shader cache entries into this machine's cache, each checked first (its name, its sha256 in
     the manifest, its own header and hash); how many were new."""

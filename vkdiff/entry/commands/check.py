@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _save_artifacts(folder: Path, cases: Sequence, module, args: argparse.Namespace, tree, console) -> None:
     """Write every prepared case and the SPIR-V of every routing profile's dispatches (swept on this machine)."""
-    from vkdiff.harness.artifact_shaders import export, sweep
+    from vkdiff.entry.terminal import print_sweeps
     from vkdiff.subjects import artifacts
 
     prepared = [case for case in cases if not isinstance(case.model, tuple)]
@@ -205,17 +205,7 @@ def _save_artifacts(folder: Path, cases: Sequence, module, args: argparse.Namesp
         pte = Path(args.subject).read_bytes()
     for case in prepared:
         artifacts.write(folder, case.ident, case.model, pte)
-    if tree.path is None:
-        console.print(f"--save-artifacts {folder}: no ExecuTorch tree, so no SPIR-V saved", markup=False,
-                      style="yellow")
-        return
-    sweeps = sweep(prepared, tree, args.settings)
-    artifacts.write_shaders(folder, export(folder, sweeps))
-    for done in sweeps:
-        routes = sorted({route for route, _, _ in done.outcomes})
-        console.print(f"artifacts: {done.transport}: {len(done.variants)} variants over routes {', '.join(routes)}"
-                      + (f" ({done.problem})" if done.problem else ""), markup=False)
-    console.print(f"artifacts: {folder} (check it on a runner: vkdiff check {folder} --et-src TREE)", markup=False)
+    print_sweeps(folder, prepared, tree, args.settings, console)
 
 
 def _host_results(module, runner, cases, verbose: bool) -> list:

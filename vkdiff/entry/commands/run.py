@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     with Interrupts(console) as interrupts:
         results = _run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
                            save_to=Path(args.save_artifacts) if args.save_artifacts else None)
+    if args.save_artifacts and not interrupts.received:
+        _sweep_saved(Path(args.save_artifacts), runner.tree, args.settings, console)
     print_summary(summarize(results), console)
     explain_no_tree(results, runner.tree, console)
     console.print(f"results: {results_path}", markup=False)
@@ -105,6 +107,15 @@ def _models(args: argparse.Namespace) -> list:
         return load(Path(args.from_artifacts), args.cases)
     except ArtifactError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _sweep_saved(folder: Path, tree, settings, console) -> None:
+    """The saved model cases' SPIR-V under every routing profile, so a runner compiles nothing."""
+    from vkdiff.entry.terminal import print_sweeps
+    from vkdiff.subjects.artifacts import MANIFEST, load
+
+    if (folder / MANIFEST).exists():
+        print_sweeps(folder, load(folder), tree, settings, console)
 
 
 def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
