@@ -77,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _model_cases(pattern: str | None) -> list:
-    """Imported here: model cases need torch, which kernel-only runs never load."""
+    """Imported here, and only when ``pattern`` matches a model case's id (``MODEL_IDS``): model cases need torch,
+    which a kernel-only run never loads."""
+    from vkdiff.cases.model_ids import matches_a_model_case
+
+    if not matches_a_model_case(pattern):
+        return []
     from vkdiff.cases.catalog import all_model_cases
 
     return all_model_cases(pattern)
