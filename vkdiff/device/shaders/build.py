@@ -557,7 +557,10 @@ class ShaderBuilder:
         error.path.unlink(missing_ok=True)
 
     def _build_fresh(self, name: str, index: Path) -> BuiltShader:
-        prepared = self._prepared(name, self._polyfill)
+        return self._finish(name, index, self._prepared(name, self._polyfill))
+
+    def _finish(self, name: str, index: Path, prepared: _Prepared) -> BuiltShader:
+        """The module of a prepared variant (read, or compiled and stored) and its index entry."""
         key = self._key(prepared, self._polyfill, glslc_version())
         spv_path = self.cache / "spv" / f"{key}.spv"
         try:
@@ -571,6 +574,35 @@ class ShaderBuilder:
                                        "dot_polyfill": self._polyfill, "tree": origin_of(self.et_src)}).encode())
         self._checked[name] = key
         return BuiltShader(name=name, spv=spv, polyfilled=prepared.polyfilled, flags=used)
+
+    def build_many(self, names: Iterable[str], jobs: int) -> dict[str, BuiltShader | BuildError]:
+        """Every variant of ``names``: those the cache holds read, the others generated here one by one (the tree's
+        codegen is not known to be thread-safe) and compiled by up to ``jobs`` glslc processes at once."""
+        import concurrent.futures
+
+        out: dict[str, BuiltShader | BuildError] = {}
+        fresh: list[tuple[str, _Prepared]] = []
+        for name in names:
+            index = self.index_dir / f"{name}.json"
+            try:
+                if index.exists():
+                    out[name] = self.build(name)
+                else:
+                    fresh.append((name, self._prepared(name, self._polyfill)))
+            except BuildError as exc:
+                out[name] = exc
+        if fresh:  # headers written and glslc found once, before the threads
+            glslc_version()
+            _ = self.include_dir
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+            done = {pool.submit(self._finish, name, self.index_dir / f"{name}.json", prepared): name
+                    for name, prepared in fresh}
+            for future in concurrent.futures.as_completed(done):
+                try:
+                    out[done[future]] = future.result()
+                except BuildError as exc:
+                    out[done[future]] = exc
+        return out
 
     def _compile_and_store(self, name: str, prepared: _Prepared, spv_path: Path) -> tuple[bytes, tuple[str, ...]]:
         spv, used = self._compile(name, prepared.source, prepared.flags, self.include_dir, self._polyfill)
