@@ -88,7 +88,7 @@ def bisect_results(case_id: str, results: list) -> DeviceBisect:
     """Group the recorded results of ``case_id`` (one per configuration, the latest kept) by signature."""
     latest: dict[str, tuple[Config, Any]] = {}
     for result in results:
-        if result.case == case_id and result.rule in ("device", "kernel", ""):
+        if result.case == case_id and result.rule in ("device", ""):
             config = configuration(result)
             latest[repr(sorted(config.items()))] = (config, result)
     keys = sorted({k for config, _ in latest.values() for k in config}, key=lambda k: (k.startswith("trait."), k))

@@ -4,13 +4,13 @@ A runner has no glslc (and, through wgpu, no spirv-opt), so the machine that sav
 artifacts runs each program under every routing profile each transport can resolve, on
 its first adapter, and keeps every variant the launchers asked for, including those
 whose pipelines this device could not create (a cooperative-matrix GEMM on lavapipe is
-built before it is refused), then probes the device's traits afresh, so that the probes'
-transformed modules are kept too (a runner's device is probed anew). Each transport sweeps in a process of its own: raw Vulkan
-after wgpu work in one process can corrupt the heap on lavapipe. The cache entries of
-those variants (index and module), the modules wgpu transformed and loaded, and vkdiff's
-own trait probes are copied
-into the artifacts folder, and ``vkdiff.subjects.artifacts`` imports them into the
-runner's cache after checking each one.
+built before it is refused). It then probes the device's traits afresh, so that the
+probes' transformed modules are kept too (a runner's device is probed anew). Each
+transport sweeps in a process of its own: raw Vulkan after wgpu work in one process can
+corrupt the heap on lavapipe. The cache entries of those variants (index and module),
+the modules wgpu transformed and loaded, and vkdiff's own trait probes are copied into
+the artifacts folder, and ``vkdiff.subjects.artifacts`` imports them into the runner's
+cache after checking each one.
 """
 
 from __future__ import annotations
