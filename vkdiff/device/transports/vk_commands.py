@@ -12,6 +12,7 @@ barrier (what wgpu inserts, so both transports order work alike; ET-VK's own bar
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import struct
 from typing import Any, Callable, Mapping, Sequence
 
@@ -102,15 +103,39 @@ def specialization(spv: bytes, values: Mapping[int, int | float | bool]) -> tupl
     return entries, data
 
 
+@dataclasses.dataclass(frozen=True)
+class ShaderObjects:
+    """What a module's pipelines share: its reflection, set layout, pipeline layout and ``VkShaderModule``."""
+
+    reflection: spirv.Reflection
+    set_layout: SetLayout
+    layout: Any
+    module: Any
+
+
 def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, int | float | bool],
                     local_size: tuple[int, int, int], label: str) -> tuple[ComputePipeline, SetLayout,
                                                                             spirv.Reflection]:
-    """The module as built, specialised; its set layout; its reflection.
+    """The module as built, specialised, through the device's ``VkPipelineCache``; its set layout; its reflection.
+    The module, its layouts and its reflection are made once per module and device (``ShaderObjects``).
 
     Raises:
         ShaderUnsupportedError: the device lacks a feature or subgroup operation the module needs (named).
         ShaderLoadError: the driver refused the module or the pipeline.
     """
+    key = hashlib.sha256(spv).digest()
+    shader = device.shader_objects.get(key)
+    if shader is None:
+        shader = device.shader_objects[key] = _shader_objects(device, spv, label)
+    vk = binding()
+    handle = _compute_pipeline(vk, device.handle, shader.module, shader.layout, spv, spec_constants, local_size,
+                               label, instrumented=device.adapter.validate == "gpu", store=device.pipeline_store)
+    pipeline = ComputePipeline(handle, shader.layout, shader.set_layout, label)
+    return pipeline, shader.set_layout, shader.reflection
+
+
+def _shader_objects(device: VkDevice, spv: bytes, label: str) -> ShaderObjects:
+    """The module's reflection, layouts and ``VkShaderModule`` (kept until the device goes)."""
     vk = binding()
     try:
         reflection = spirv.reflect(spv)
@@ -139,22 +164,16 @@ def create_pipeline(device: VkDevice, spv: bytes, spec_constants: Mapping[int, i
         made.append(lambda: vk.vkDestroyPipelineLayout(dev, layout, None))
         module = vk_call(ShaderLoadError, f"{label}: vkCreateShaderModule", vk.vkCreateShaderModule, dev,
                          vk.VkShaderModuleCreateInfo(codeSize=len(spv), pCode=spv), None)
-        try:
-            handle = _compute_pipeline(vk, dev, module, layout, spv, spec_constants, local_size, label,
-                                       instrumented=device.adapter.validate == "gpu")
-        finally:
-            vk.vkDestroyShaderModule(dev, module, None)
     except BaseException:
         for destroy in reversed(made):
             destroy()
         raise
-    set_layout = SetLayout(set_handle, types)
-    return ComputePipeline(handle, layout, set_layout, label), set_layout, reflection
+    return ShaderObjects(reflection=reflection, set_layout=SetLayout(set_handle, types), layout=layout, module=module)
 
 
 def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
                       spec_constants: Mapping[int, int | float | bool], local_size: tuple[int, int, int],
-                      label: str, instrumented: bool = False) -> Any:
+                      label: str, instrumented: bool = False, store: Any = None) -> Any:
     """``vkCreateComputePipelines`` for the module, specialised; a pipeline the validation layer reports on is
     destroyed and refused.
 
@@ -172,8 +191,10 @@ def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
     with watchdog.waiting(f"creating the pipeline of {label}"):
         try:
             handle = vk_call(ShaderLoadError, f"{label}: vkCreateComputePipelines", vk.vkCreateComputePipelines,
-                             dev, vk.VK_NULL_HANDLE, 1, [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)],
-                             None)[0]
+                             dev, vk.VK_NULL_HANDLE if store is None else store.handle, 1,
+                             [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
+            if store is not None:
+                store.created += 1
         except ShaderLoadError as exc:
             if instrumented and "VkErrorUnknown" in str(exc):
                 raise InstrumentationError(
@@ -403,7 +424,12 @@ def _to_host(vk: Any, cb: Any) -> None:
 
 
 class Queue:
-    """The device's compute queue; every submission is waited for."""
+    """The device's compute queue; every submission is waited for.
+
+    As wgpu's ``Queue.write_*``, uploads to device-local memory and new images' layout transitions are deferred:
+    recorded at the head of the next submission (one fence wait for a launch's staging and its dispatches), or
+    submitted alone before a kept command buffer or a read.
+    """
 
     def __init__(self, device: VkDevice):
         vk = binding()
@@ -413,6 +439,8 @@ class Queue:
         self.pool = vk.vkCreateCommandPool(dev, vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=device.family, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
         self.fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+        self.pending: list[Record] = []
+        """Deferred uploads and layout transitions, in order (their closures keep their staging buffers alive)."""
 
     def release_handles(self) -> tuple[Any, Any]:
         return self.pool, self.fence
@@ -421,8 +449,11 @@ class Queue:
             keep: bool = False) -> "Recorded | None":
         """Record ``ops`` into one command buffer (a full barrier between two, with ``barriers``), submit, wait;
         with ``keep``, the command buffer is kept for ``resubmit`` (ET-VK's reusable command buffer)."""
+        if keep:
+            self.flush()
         vk = binding()
         dev = self.device.handle
+        head, self.pending = self.pending, []
         seen = len(LAYER_MESSAGES)  # the layer reports hazards within a command buffer as they are recorded
         cb = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
             commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
@@ -430,6 +461,9 @@ class Queue:
         try:
             vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
                 flags=0 if keep else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            for record in head:
+                record(cb)
+                full_barrier(vk, cb)
             for index, record in enumerate(ops):
                 if index and barriers:
                     full_barrier(vk, cb)
@@ -442,8 +476,14 @@ class Queue:
                 vk.vkFreeCommandBuffers(dev, self.pool, 1, [cb])
         return recorded
 
+    def flush(self, what: str = "upload") -> None:
+        """Submit the deferred uploads and transitions now, if any."""
+        if self.pending:
+            self.run([], what)
+
     def resubmit(self, recorded: "Recorded", what: str = "resubmission") -> None:
         """Submit a kept command buffer again and wait (``submit_deferred_cmds_and_wait``)."""
+        self.flush()
         self._submit(binding(), recorded.handle, what, len(LAYER_MESSAGES))
 
     def _submit(self, vk: Any, cb: Any, what: str, seen: int) -> None:
@@ -482,7 +522,7 @@ class Queue:
         staging = Buffer(self.device, raw.size, "staging", host=True)
         staging.mapped[0:raw.size] = raw.tobytes()
         region = binding().VkBufferCopy(srcOffset=0, dstOffset=int(buffer_offset), size=raw.size)
-        self.run([lambda cb: binding().vkCmdCopyBuffer(cb, staging.handle, buffer.handle, 1, [region])], "write")
+        self.pending.append(lambda cb: binding().vkCmdCopyBuffer(cb, staging.handle, buffer.handle, 1, [region]))
 
     def read_buffer(self, buffer: Buffer, buffer_offset: int = 0, size: int | None = None) -> memoryview:
         size = buffer.size - int(buffer_offset) if size is None else int(size)
@@ -509,8 +549,8 @@ class Queue:
         staging.mapped[0:raw.size] = raw.tobytes()
         region = self._image_copy(image, data_layout, size)
         vk = binding()
-        self.run([lambda cb: vk.vkCmdCopyBufferToImage(cb, staging.handle, image.handle, vk.VK_IMAGE_LAYOUT_GENERAL, 1,
-                                                       [region])], "write texture")
+        self.pending.append(lambda cb: vk.vkCmdCopyBufferToImage(cb, staging.handle, image.handle,
+                                                                 vk.VK_IMAGE_LAYOUT_GENERAL, 1, [region]))
 
     def read_texture(self, source: dict, data_layout: dict, size: Sequence[int]) -> memoryview:
         image: Image = source["texture"]
@@ -530,9 +570,9 @@ class Queue:
             oldLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED, newLayout=vk.VK_IMAGE_LAYOUT_GENERAL,
             srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED, dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
             image=image.handle, subresourceRange=subresource_range(vk))
-        self.run([lambda cb: vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
-                                                     vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 0, None, 0, None, 1,
-                                                     [barrier])], "image layout")
+        self.pending.append(lambda cb: vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                                               vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 0, None, 0,
+                                                               None, 1, [barrier]))
 
 
 class Recorded:

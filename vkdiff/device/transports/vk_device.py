@@ -23,9 +23,10 @@ from vkdiff.device.boundary import DispatchError
 from vkdiff.device.shaders.dispatch import Pipeline
 from vkdiff.device.runtime.resources import Tensor, byte_view, guarded, texture_extent
 from vkdiff.device.transports.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
-from vkdiff.device.transports.vk_commands import BindGroup, Encoder, Queue, create_pipeline
+from vkdiff.device.transports.vk_commands import BindGroup, Encoder, Queue, ShaderObjects, create_pipeline
 from vkdiff.device.transports.validation import VALIDATION_LAYER, on_message
 from vkdiff.device.transports.vk_memory import Buffer, Image, SharedMemory, vk_call
+from vkdiff.device.transports.vk_pipeline_cache import PipelineStore
 
 _KEEP: list[Any] = []
 """The debug messenger, its callback and create info: alive as long as the instance."""
@@ -199,8 +200,11 @@ class VkDevice:
             borderColor=vk.VK_BORDER_COLOR_FLOAT_TRANSPARENT_BLACK), None)
         """ET-VK's image sampler (``vTensorStorage``'s ``sampler_props``: nearest, repeat, transparent black)."""
         self._direct = self._direct_memory_type()
+        self.pipeline_store = PipelineStore(vk, self.handle, adapter.physical)
+        self.shader_objects: dict[bytes, ShaderObjects] = {}
+        """Each module's reflection, layouts and ``VkShaderModule``, by the module's sha256."""
         weakref.finalize(self, _destroy_device, self.handle, self.queue.release_handles(), self.sampler,
-                         self.finalizers)
+                         self.finalizers, self.pipeline_store)
 
     @staticmethod
     def call(error_type: type, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -305,12 +309,15 @@ class VkDevice:
         self.queue.submit([encoder.finish()])
 
 
-def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers: list) -> None:
+def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers: list,
+                    store: PipelineStore) -> None:
     vk = binding()
     try:
         vk.vkDeviceWaitIdle(handle)
+        store.save(vk, handle)
         for finalizer in finalizers:
             finalizer()
+        vk.vkDestroyPipelineCache(handle, store.handle, None)
         pool, fence = queue_handles
         vk.vkDestroyFence(handle, fence, None)
         vk.vkDestroyCommandPool(handle, pool, None)

@@ -1,0 +1,139 @@
+"""The raw transport keeps its ``VkPipelineCache`` in vkdiff's cache, checked when read, and defers uploads into the
+next submission. Device work runs in a process of its own (``testutils.isolated``)."""
+
+from __future__ import annotations
+
+import os
+import struct
+import types
+
+import numpy as np
+import pytest
+
+from tests.testutils import compile_glsl, isolated, requires_test_spirv, requires_vulkan
+from vkdiff.datamodel.cache import REPAIRS, read_entry, write_entry
+from vkdiff.device.transports.vk_pipeline_cache import HEADER, header_problem, initial_data
+
+UUID = bytes(range(16))
+PROPS = types.SimpleNamespace(vendorID=0x10DE, deviceID=0x2335, driverVersion=7, pipelineCacheUUID=UUID)
+
+
+def _header(vendor=0x10DE, device=0x2335, uuid=UUID, size=HEADER.size, version=1) -> bytes:
+    return HEADER.pack(size, version, vendor, device, uuid) + b"driver data"
+
+
+def test_a_header_naming_this_device_is_accepted():
+    assert header_problem(_header(), PROPS) is None
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"\x20\x00", "2 bytes, shorter than a pipeline cache header"),
+    (_header(version=2), "header size 32, version 2"),
+    (_header(device=0x1234), "data of device 10de:1234, not this one"),
+    (_header(uuid=bytes(16)), "data of device 10de:2335, not this one"),
+])
+def test_a_header_of_another_device_or_version_is_refused(data, why):
+    assert header_problem(data, PROPS) == why
+
+
+def test_a_stored_entry_is_read_back_when_both_checks_pass(tmp_path):
+    path = tmp_path / "p.vkpc"
+    write_entry(path, _header())
+    assert initial_data(path, PROPS) == _header()
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "another device"])
+def test_a_damaged_entry_is_discarded_as_a_repair_and_the_run_starts_empty(tmp_path, damage):
+    path = tmp_path / "p.vkpc"
+    if damage == "flip a byte":
+        write_entry(path, _header())
+        raw = bytearray(path.read_bytes())
+        raw[-1] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    else:
+        write_entry(path, _header(device=0x1))
+    before = len(REPAIRS)
+    assert initial_data(path, PROPS) == b""
+    assert not path.exists()
+    assert len(REPAIRS) == before + 1 and str(path) in REPAIRS[-1].line()
+
+
+def test_save_stores_the_drivers_data_once_it_has_grown(tmp_path, monkeypatch):
+    """What a device's close does with the driver's data: stored as a checked entry the next open accepts; not
+    stored when no pipeline was made, or when the driver keeps nothing past the header (lavapipe)."""
+    from vkdiff.device.transports import vk_pipeline_cache
+
+    store = object.__new__(vk_pipeline_cache.PipelineStore)
+    store.path, store.loaded, store.handle, store.created = tmp_path / "p.vkpc", b"", None, 0
+    monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header())
+    store.save(None, None)
+    assert not store.path.exists()
+    store.created = 2
+    monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header()[:HEADER.size])
+    store.save(None, None)
+    assert not store.path.exists()
+    monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header())
+    store.save(None, None)
+    assert initial_data(store.path, PROPS) == _header() and store.created == 0
+
+
+def pipelines_run(spv: bytes, cache_dir: str) -> tuple[int, int, int, list[str]]:
+    """In the child: two pipelines of one module through a fresh device, which is then closed; (bytes loaded at
+    open, shader modules made, bytes of the driver's data, entries stored)."""
+    import gc
+
+    os.environ["VKDIFF_CACHE_DIR"] = cache_dir
+    from vkdiff.device.shaders.dispatch import PipelineCache
+    from vkdiff.device.transports.adapters import create_device, select
+    from vkdiff.device.transports.raw_vulkan import binding
+    from vkdiff.device.transports.vk_pipeline_cache import _cache_data
+
+    raw = create_device(*select(via="vulkan")[0])
+    loaded = len(raw.pipeline_store.loaded)
+    cache = PipelineCache(raw)
+    for mul in (3, 5):
+        cache.get(spv, {3: True, 4: mul, 5: 1, 6: 0.5}, (32, 1, 1), label="spec_kinds")
+    modules = len(raw.shader_objects)
+    held = len(_cache_data(binding(), raw.handle, raw.pipeline_store.handle))
+    del cache, raw
+    gc.collect()
+    folder = os.path.join(cache_dir, "pipelines")
+    return loaded, modules, held, sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+@requires_vulkan
+@requires_test_spirv
+def test_the_pipeline_cache_is_stored_per_driver_and_loaded_by_the_next_device(tmp_path):
+    """Two pipelines of one module share one module and layout; the driver's data, where it keeps any past the
+    header, is stored when the device closes and handed to the next device."""
+    spv = compile_glsl("spec_kinds.glsl")
+    loaded, modules, held, stored = isolated(pipelines_run, spv, str(tmp_path))
+    assert (loaded, modules) == (0, 1)
+    if held <= HEADER.size:
+        assert stored == [], "a driver that keeps no pipelines (lavapipe) leaves nothing to store"
+        return
+    assert len(stored) == 1 and stored[0].endswith(".vkpc")
+    data = read_entry(tmp_path / "pipelines" / stored[0])
+    assert struct.unpack_from("<II", data) == (HEADER.size, 1)
+    loaded, _, _, again = isolated(pipelines_run, spv, str(tmp_path))
+    assert loaded == len(data) and again == stored
+
+
+def uploads_run() -> tuple[int, bool]:
+    """In the child: a texture made, written and read back; (queue submissions, read equals written)."""
+    from vkdiff.device.runtime.resources import read, texture_tensor
+    from vkdiff.device.transports.adapters import create_device, select
+
+    raw = create_device(*select(via="vulkan")[0])
+    submitted = []
+    original = raw.queue._submit
+    raw.queue._submit = lambda *a: (submitted.append(a[2]), original(*a))[1]
+    data = np.random.default_rng(3).standard_normal((2, 3, 9)).astype(np.float32)
+    back = read(raw, texture_tensor(raw, data, "texture3d", "x"))
+    return len(submitted), bool(np.array_equal(back, data))
+
+
+@requires_vulkan
+def test_a_new_image_and_its_upload_ride_in_the_next_submission():
+    """Layout transition, upload and readback copy: one submission, one fence wait (they were three)."""
+    assert isolated(uploads_run) == (1, True)

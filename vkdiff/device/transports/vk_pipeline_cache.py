@@ -1,0 +1,100 @@
+"""The raw transport's ``VkPipelineCache``, kept in vkdiff's cache per driver between runs.
+
+Compiling a pipeline is most of a kernel case's host time on a discrete GPU (29 ms a
+pipeline on an H200, 3028 distinct pipelines in the kernel suite). The driver's cache data
+is stored as a vkdiff cache entry (content hash in its header), named by the device's
+vendor, device id, driver version and ``pipelineCacheUUID``. It is checked twice when
+read: the entry's hash, then the Vulkan header (``VkPipelineCacheHeaderVersionOne``),
+which must name this device. An entry failing either is discarded (a cache repair) and
+the run starts with an empty cache; the driver still validates the data it is given.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from vkdiff.datamodel.cache import CacheCorruptError, read_entry, record_repair, write_entry
+
+HEADER = struct.Struct("<IIII16s")
+"""``VkPipelineCacheHeaderVersionOne``: header size, header version, vendor id, device id, pipeline cache UUID."""
+HEADER_VERSION_ONE = 1
+
+
+def entry_path(props: Any) -> Path | None:
+    """Where this device's cache data lives (None: the cache folder cannot be written)."""
+    from vkdiff.datamodel.paths import CacheUnwritableError, cache_dir
+
+    try:
+        folder = cache_dir() / "pipelines"
+    except CacheUnwritableError:
+        return None
+    uuid = bytes(props.pipelineCacheUUID).hex()
+    return folder / f"{int(props.vendorID):04x}-{int(props.deviceID):04x}-{int(props.driverVersion):x}-{uuid}.vkpc"
+
+
+def header_problem(data: bytes, props: Any) -> str | None:
+    """Why ``data`` is not this device's pipeline cache data, None when its header names this device."""
+    if len(data) < HEADER.size:
+        return f"{len(data)} bytes, shorter than a pipeline cache header"
+    size, version, vendor, device, uuid = HEADER.unpack_from(data)
+    if size < HEADER.size or version != HEADER_VERSION_ONE:
+        return f"header size {size}, version {version}"
+    if (vendor, device, uuid) != (int(props.vendorID), int(props.deviceID), bytes(props.pipelineCacheUUID)):
+        return f"data of device {vendor:04x}:{device:04x}, not this one"
+    return None
+
+
+def initial_data(path: Path | None, props: Any) -> bytes:
+    """The stored data for this device, checked; empty when there is none or it fails a check (then repaired)."""
+    if path is None:
+        return b""
+    try:
+        data = read_entry(path)
+        why = header_problem(data, props)
+        if why is not None:
+            raise CacheCorruptError(path, why)
+    except FileNotFoundError:
+        return b""
+    except CacheCorruptError as exc:
+        record_repair(exc)
+        path.unlink(missing_ok=True)
+        return b""
+    return data
+
+
+class PipelineStore:
+    """A device's ``VkPipelineCache``: loaded when the device opens, saved when it closes if pipelines were made."""
+
+    def __init__(self, vk: Any, device: Any, physical: Any):
+        props = vk.vkGetPhysicalDeviceProperties(physical)
+        self.path = entry_path(props)
+        self.loaded = initial_data(self.path, props)
+        data = vk.ffi.from_buffer(self.loaded) if self.loaded else vk.ffi.NULL
+        self.handle = vk.vkCreatePipelineCache(device, vk.VkPipelineCacheCreateInfo(
+            initialDataSize=len(self.loaded), pInitialData=data), None)
+        self.created = 0
+        """Pipelines created through the cache since it was loaded (none: nothing to save)."""
+
+    def save(self, vk: Any, device: Any) -> None:
+        """Store the driver's data when it has grown; a cache folder that cannot be written is no error."""
+        if self.path is None or not self.created:
+            return
+        data = _cache_data(vk, device, self.handle)
+        if len(data) > HEADER.size and data != self.loaded:
+            try:
+                write_entry(self.path, data)
+            except OSError:
+                return
+            self.loaded, self.created = data, 0
+
+
+def _cache_data(vk: Any, device: Any, handle: Any) -> bytes:
+    """``vkGetPipelineCacheData``, both calls (size, then bytes)."""
+    get = vk.lib.vkGetPipelineCacheData
+    size = vk.ffi.new("size_t *")
+    get(device, handle, size, vk.ffi.NULL)
+    buffer = vk.ffi.new("char[]", size[0])
+    get(device, handle, size, buffer)
+    return vk.ffi.buffer(buffer, size[0])[:]
