@@ -17,6 +17,7 @@ thread is split exclusively (a phase inside another counts once, for the inner o
 The reference thread's own time is reported beside (it overlaps the device work).
 
     python3 benchmarks/bench_suite.py --et-src TREE [--cases REGEX] [--device SLUG] [--transports wgpu,vulkan]
+                                      [--statuses PREFIX]
 """
 
 from __future__ import annotations
@@ -107,15 +108,19 @@ def one_transport(args: argparse.Namespace) -> dict[str, Any]:
     slug = adapters[0][0].slug
     start = time.perf_counter()
     runner.schedule(cases)
-    per_case, statuses = [], {}
+    per_case, statuses, each = [], {}, {}
     for case in cases:
         tick = time.perf_counter()
         for result in runner.run(case, slug):
             statuses[result.status] = statuses.get(result.status, 0) + 1
+            each[case.id] = result.status
         per_case.append(time.perf_counter() - tick)
     wall = time.perf_counter() - start
     runner.close()
     other = wall - sum(phases.seconds.values())
+    if args.statuses:
+        with open(f"{args.statuses}.{args.one}.json", "w") as out:
+            json.dump(each, out, indent=0, sort_keys=True)
     return {"transport": args.one, "device": slug, "driver": adapters[0][0].driver, "cases": len(cases),
             "wall_s": wall, "median_ms": 1e3 * statistics.median(per_case),
             "p90_ms": 1e3 * statistics.quantiles(per_case, n=10)[-1] if len(per_case) > 1 else 1e3 * per_case[0],
@@ -129,6 +134,8 @@ def main() -> None:
     parser.add_argument("--cases", default=None, help="Kernel case regex (default: every kernel case)")
     parser.add_argument("--device", default=None, help="Adapter slug (default: the first)")
     parser.add_argument("--transports", default="wgpu,vulkan")
+    parser.add_argument("--statuses", default=None, metavar="PREFIX",
+                        help="Write each case's status to PREFIX.TRANSPORT.json (to compare two runs' verdicts)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -138,6 +145,7 @@ def main() -> None:
         argv = [sys.executable, __file__, "--et-src", args.et_src, "--one", transport]
         argv += [f"--cases={args.cases}"] if args.cases else []
         argv += ["--device", args.device] if args.device else []
+        argv += ["--statuses", args.statuses] if args.statuses else []
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"{transport}: failed: {done.stderr.strip().splitlines()[-1:]}")

@@ -171,15 +171,22 @@ def _same_definition(a: Callable, b: Callable) -> bool:
     return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
 
 
+_LOADED: list[bool] = []
+"""Non-empty once ``load_suites`` has imported every suite module (walking the package costs 1 ms a call)."""
+
+
 def load_suites() -> dict[str, Suite]:
     """Import every module of ``vkdiff.cases.kernel_suites`` (each registers its suites) once, in the order of their
     names whatever group holds them: the case order does not follow the folders."""
     from vkdiff.cases import kernel_suites
 
+    if _LOADED and SUITES:
+        return SUITES
     found = [m.name for m in pkgutil.walk_packages(kernel_suites.__path__, f"{kernel_suites.__name__}.")
              if not m.ispkg]
     for name in sorted(found, key=lambda n: n.rsplit(".", 1)[-1]):
         importlib.import_module(name)
+    _LOADED.append(True)
     return SUITES
 
 

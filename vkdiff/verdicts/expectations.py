@@ -242,6 +242,8 @@ def annotate(result: Result, expectations: Sequence[Expectation] | None = None) 
     finding matched inside the program, ``known-bug`` (still a failure)."""
     entries = load() if expectations is None else expectations
     for exp in sorted(entries, key=lambda e: e.in_programs):  # a case's own expectation first
+        if not exp._where(result):
+            continue
         if exp.explains(result):
             outcome = KNOWN_IN_PROGRAM if exp.in_programs else "known"
             result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": outcome,

@@ -279,10 +279,19 @@ def element_index(graph: ComputeGraph, tensor: Tensor) -> np.ndarray:
     storage and layout; where each value lands is where that element lives (0 is padding).
     Reading a tensor raw through this map keeps vkdiff's poison where the kernel wrote nothing.
     The probe is allocated as the tensor was and resized as it has been (``virtual_resize``):
-    below the allocation an element's texel depends on both.
+    below the allocation an element's texel depends on both. Each map is kept by the device's context.
     """
     spec = tensor.spec
     allocated = tensor.allocated or spec
+    key = (graph.route, spec.storage, spec.layout, tuple(allocated.sizes), tuple(spec.sizes))
+    maps = graph.ctx.layout_maps
+    if key not in maps:
+        maps[key] = _probe_layout(graph, spec, allocated)
+    return maps[key]
+
+
+def _probe_layout(graph: ComputeGraph, spec: TensorSpec, allocated: TensorSpec) -> np.ndarray:
+    """``element_index`` measured: one staging dispatch per (route, placement, sizes) and device."""
     probe = graph.add_tensor(allocated.sizes, "int32", spec.storage, spec.layout, label="layout_probe")
     graph.virtual_resize(probe, spec.sizes)
     write_nchw(graph, probe, np.arange(1, spec.numel + 1, dtype=np.int32).reshape(spec.sizes), prepack=True)

@@ -43,6 +43,9 @@ class DeviceContext:
         """``--local-wg``: the local workgroup size every dispatch (or one node's) takes instead of ET-VK's pick."""
         self._variants = builder.variants()
         self._kernels: dict[tuple, tuple[Pipeline, BuiltShader]] = {}
+        self.layout_maps: dict[tuple, Any] = {}
+        """Where each element of a placement lives in raw storage, by (route, storage, layout, sizes): measured once
+        per device by ET-VK's staging shader (``staging.element_index``)."""
 
     @contextlib.contextmanager
     def recorded(self) -> Iterator[Any]:

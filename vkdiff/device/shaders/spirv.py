@@ -341,6 +341,12 @@ def capabilities(spv: bytes) -> set[str]:
 
 def spec_constant_types(spv: bytes) -> dict[int, tuple[str, int]]:
     """SpecId → (``bool``/``int``/``uint``/``float``, bits) of each specialization constant a module declares."""
+    return dict(_spec_constant_types(bytes(spv)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _spec_constant_types(spv: bytes) -> tuple[tuple[int, tuple[str, int]], ...]:
+    """Parsed once per module: pipelines of one variant differ only in their constants."""
     words = words_of(spv)
     module = _Module(words)
     ids = {target: values[0] for target, decos in module.decorations.items()
@@ -353,11 +359,16 @@ def spec_constant_types(spv: bytes) -> dict[int, tuple[str, int]]:
             type_op, type_ops = module.types[int(ops[0])]
             kind = "float" if type_op == OP_TYPE_FLOAT else ("int" if int(type_ops[2]) else "uint")
             found[ids[int(ops[1])]] = (kind, int(type_ops[1]))
-    return found
+    return tuple(found.items())
 
 
 def reflect(spv: bytes) -> Reflection:
-    """Reflect descriptors, push-constant size, SpecIds and LocalSize of a module."""
+    """Reflect descriptors, push-constant size, SpecIds and LocalSize of a module (parsed once per module)."""
+    return _reflect(bytes(spv))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reflect(spv: bytes) -> Reflection:
     module = _Module(words_of(spv))
     bindings, immediate_size = [], 0
     for type_id, var, storage in module.variables:
