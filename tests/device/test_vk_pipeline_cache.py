@@ -1,5 +1,6 @@
-"""The raw transport keeps its ``VkPipelineCache`` in vkdiff's cache, checked when read, and defers uploads into the
-next submission. Device work runs in a process of its own (``testutils.isolated``)."""
+"""The raw transport's host costs: its ``VkPipelineCache`` kept in vkdiff's cache (checked when read), uploads deferred
+into the next submission, uncached mapped memory read through a copy. Device work runs in a process of its own
+(``testutils.isolated``)."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_save_stores_the_drivers_data_once_it_has_grown(tmp_path, monkeypatch):
     from vkdiff.device.transports import vk_pipeline_cache
 
     store = object.__new__(vk_pipeline_cache.PipelineStore)
-    store.path, store.loaded, store.handle, store.created = tmp_path / "p.vkpc", b"", None, 0
+    store.path, store.loaded, store.handle, store.created, store.saved_at = tmp_path / "p.vkpc", b"", None, 0, 0.0
     monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header())
     store.save(None, None)
     assert not store.path.exists()
@@ -75,6 +76,14 @@ def test_save_stores_the_drivers_data_once_it_has_grown(tmp_path, monkeypatch):
     monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header())
     store.save(None, None)
     assert initial_data(store.path, PROPS) == _header() and store.created == 0
+    store.path.unlink()
+    monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header() + b" grown")
+    store.saved_at = vk_pipeline_cache.time.monotonic()
+    store.made(None, None)
+    assert not store.path.exists(), "within SAVE_EVERY_S of the last store, a new pipeline is only counted"
+    store.saved_at -= vk_pipeline_cache.SAVE_EVERY_S + 1
+    store.made(None, None)
+    assert store.path.exists(), "a device making pipelines stores them every SAVE_EVERY_S"
 
 
 def pipelines_run(spv: bytes, cache_dir: str) -> tuple[int, int, int, list[str]]:
@@ -83,6 +92,7 @@ def pipelines_run(spv: bytes, cache_dir: str) -> tuple[int, int, int, list[str]]
     import gc
 
     os.environ["VKDIFF_CACHE_DIR"] = cache_dir
+    from vkdiff.datamodel.paths import cache_dir as cache_folder
     from vkdiff.device.shaders.dispatch import PipelineCache
     from vkdiff.device.transports.adapters import create_device, select
     from vkdiff.device.transports.raw_vulkan import binding
@@ -97,8 +107,8 @@ def pipelines_run(spv: bytes, cache_dir: str) -> tuple[int, int, int, list[str]]
     held = len(_cache_data(binding(), raw.handle, raw.pipeline_store.handle))
     del cache, raw
     gc.collect()
-    folder = os.path.join(cache_dir, "pipelines")
-    return loaded, modules, held, sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    folder = cache_folder() / "pipelines"
+    return loaded, modules, held, sorted(os.listdir(folder)) if folder.is_dir() else []
 
 
 @requires_vulkan
@@ -113,7 +123,7 @@ def test_the_pipeline_cache_is_stored_per_driver_and_loaded_by_the_next_device(t
         assert stored == [], "a driver that keeps no pipelines (lavapipe) leaves nothing to store"
         return
     assert len(stored) == 1 and stored[0].endswith(".vkpc")
-    data = read_entry(tmp_path / "pipelines" / stored[0])
+    data = read_entry(next(tmp_path.rglob(stored[0])))
     assert struct.unpack_from("<II", data) == (HEADER.size, 1)
     loaded, _, _, again = isolated(pipelines_run, spv, str(tmp_path))
     assert loaded == len(data) and again == stored
@@ -137,3 +147,23 @@ def uploads_run() -> tuple[int, bool]:
 def test_a_new_image_and_its_upload_ride_in_the_next_submission():
     """Layout transition, upload and readback copy: one submission, one fence wait (they were three)."""
     assert isolated(uploads_run) == (1, True)
+
+
+def staged_read_run() -> tuple[bool, int]:
+    """In the child: a mapped buffer read through a copy into host-cached memory, as on a discrete GPU whose mapped
+    memory is uncached; (read equals written, submissions)."""
+    from vkdiff.device.runtime.resources import buffer_tensor, read
+    from vkdiff.device.transports.adapters import create_device, select
+
+    raw = create_device(*select(via="vulkan")[0])
+    raw.reads_mapped = False
+    submitted = []
+    original = raw.queue._submit
+    raw.queue._submit = lambda *a: (submitted.append(a[2]), original(*a))[1]
+    data = np.random.default_rng(4).integers(-(1 << 30), 1 << 30, 1000).astype(np.int32)
+    return bool(np.array_equal(read(raw, buffer_tensor(raw, data, "x")), data)), len(submitted)
+
+
+@requires_vulkan
+def test_mapped_memory_the_cpu_reads_uncached_is_read_through_a_copy():
+    assert isolated(staged_read_run) == (True, 1)

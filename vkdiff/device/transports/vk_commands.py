@@ -194,7 +194,7 @@ def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
                              dev, vk.VK_NULL_HANDLE if store is None else store.handle, 1,
                              [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
             if store is not None:
-                store.created += 1
+                store.made(vk, dev)
         except ShaderLoadError as exc:
             if instrumented and "VkErrorUnknown" in str(exc):
                 raise InstrumentationError(
@@ -526,7 +526,7 @@ class Queue:
 
     def read_buffer(self, buffer: Buffer, buffer_offset: int = 0, size: int | None = None) -> memoryview:
         size = buffer.size - int(buffer_offset) if size is None else int(size)
-        if buffer.mapped is None:
+        if buffer.mapped is None or not self.device.reads_mapped:
             staging = Buffer(self.device, size, "staging", host=True)
             region = binding().VkBufferCopy(srcOffset=int(buffer_offset), dstOffset=0, size=size)
             self.run([lambda cb: binding().vkCmdCopyBuffer(cb, buffer.handle, staging.handle, 1, [region])], "read")

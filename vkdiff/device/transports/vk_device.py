@@ -200,6 +200,12 @@ class VkDevice:
             borderColor=vk.VK_BORDER_COLOR_FLOAT_TRANSPARENT_BLACK), None)
         """ET-VK's image sampler (``vTensorStorage``'s ``sampler_props``: nearest, repeat, transparent black)."""
         self._direct = self._direct_memory_type()
+        cached = binding().VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+        self.reads_mapped = self._direct is None or self.raw.device_type != "discrete" or bool(
+            self.memory.memoryTypes[self._direct].propertyFlags & cached)
+        """Whether mapped buffers are read in place; else through a copy into host-cached memory (the CPU reads
+        uncached video memory through a resizable BAR a bus round trip at a time: 27 s of the kernel suite on an
+        H200)."""
         self.pipeline_store = PipelineStore(vk, self.handle, adapter.physical)
         self.shader_objects: dict[bytes, ShaderObjects] = {}
         """Each module's reflection, layouts and ``VkShaderModule``, by the module's sha256."""
@@ -210,6 +216,19 @@ class VkDevice:
     def call(error_type: type, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """The raw transport's calls raise typed errors where they reach the binding (``vk_memory.vk_call``)."""
         return fn(*args, **kwargs)
+
+    def host_memory_type(self, bits: int) -> int:
+        """A host-visible, coherent type for staging, host-cached where one is (reads from write-combined memory
+        are slow), else one not on the device (a BAR type last)."""
+        vk = binding()
+        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        for extra in (vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0):
+            for index in range(self.memory.memoryTypeCount):
+                flags = self.memory.memoryTypes[index].propertyFlags
+                on_device = flags & vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT and self.raw.device_type == "discrete"
+                if bits & (1 << index) and (flags & (visible | extra)) == visible | extra and not on_device:
+                    return index
+        return self.memory_type(bits, visible)
 
     def memory_type(self, bits: int, flags: int) -> int:
         for index in range(self.memory.memoryTypeCount):

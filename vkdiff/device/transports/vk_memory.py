@@ -72,7 +72,7 @@ class Buffer:
         need = self.requirements
         visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         if host:
-            kind = device.memory_type(need.memoryTypeBits, visible)
+            kind = device.host_memory_type(need.memoryTypeBits)
         elif device._direct is not None and need.memoryTypeBits & (1 << device._direct):
             kind = device._direct
         else:

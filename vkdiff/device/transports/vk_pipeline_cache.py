@@ -12,6 +12,7 @@ the run starts with an empty cache; the driver still validates the data it is gi
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from vkdiff.datamodel.cache import CacheCorruptError, read_entry, record_repair,
 HEADER = struct.Struct("<IIII16s")
 """``VkPipelineCacheHeaderVersionOne``: header size, header version, vendor id, device id, pipeline cache UUID."""
 HEADER_VERSION_ONE = 1
+SAVE_EVERY_S = 30.0
+"""How often a device making pipelines stores its cache data (the whole of it each time)."""
 
 
 def entry_path(props: Any) -> Path | None:
@@ -75,10 +78,19 @@ class PipelineStore:
         self.handle = vk.vkCreatePipelineCache(device, vk.VkPipelineCacheCreateInfo(
             initialDataSize=len(self.loaded), pInitialData=data), None)
         self.created = 0
-        """Pipelines created through the cache since it was loaded (none: nothing to save)."""
+        """Pipelines created through the cache since it was last stored (none: nothing to save)."""
+        self.saved_at = time.monotonic()
+
+    def made(self, vk: Any, device: Any) -> None:
+        """Count a new pipeline; store the data every ``SAVE_EVERY_S`` while pipelines are being made (a run killed
+        before its device closes keeps most of its work)."""
+        self.created += 1
+        if time.monotonic() - self.saved_at > SAVE_EVERY_S:
+            self.save(vk, device)
 
     def save(self, vk: Any, device: Any) -> None:
         """Store the driver's data when it has grown; a cache folder that cannot be written is no error."""
+        self.saved_at = time.monotonic()
         if self.path is None or not self.created:
             return
         data = _cache_data(vk, device, self.handle)
