@@ -17,7 +17,7 @@ thread is split exclusively (a phase inside another counts once, for the inner o
 The reference thread's own time is reported beside (it overlaps the device work).
 
     python3 benchmarks/bench_suite.py --et-src TREE [--cases REGEX] [--device SLUG] [--transports wgpu,vulkan]
-                                      [--statuses PREFIX]
+                                      [--statuses PREFIX] [--jobs N]
 """
 
 from __future__ import annotations
@@ -92,6 +92,22 @@ def instrument(phases: Phases) -> None:
         setattr(owner, name, phases.wrap(phase, getattr(owner, name)))
 
 
+def _timed_cases(runner: Any, cases: list, slug: str, jobs: int) -> Iterator[tuple[Any, list, float]]:
+    """(case, results, seconds) of each case: timed here, or with ``jobs`` workers as each result timed itself."""
+    if jobs > 1:
+        from vkdiff.harness.parallel import run_parallel
+
+        by_case = {c.id: c for c in cases}
+        for result in run_parallel(cases, runner, jobs):
+            yield by_case[result.case], [result], result.seconds or 0.0
+        return
+    runner.schedule(cases)
+    for case in cases:
+        tick = time.perf_counter()
+        results = runner.run(case, slug)
+        yield case, results, time.perf_counter() - tick
+
+
 def one_transport(args: argparse.Namespace) -> dict[str, Any]:
     """Run the cases through ``Runner`` on one transport; the measurements as a JSON-able dict."""
     from vkdiff.cases.kernels import all_cases
@@ -107,14 +123,12 @@ def one_transport(args: argparse.Namespace) -> dict[str, Any]:
     runner = Runner(tree=choose_tree(args.et_src), adapters=adapters, settings=RunSettings(transport=args.one))
     slug = adapters[0][0].slug
     start = time.perf_counter()
-    runner.schedule(cases)
     per_case, statuses, each = [], {}, {}
-    for case in cases:
-        tick = time.perf_counter()
-        for result in runner.run(case, slug):
+    for case, results, seconds in _timed_cases(runner, cases, slug, args.jobs):
+        for result in results:
             statuses[result.status] = statuses.get(result.status, 0) + 1
             each[case.id] = result.status
-        per_case.append(time.perf_counter() - tick)
+        per_case.append(seconds)
     wall = time.perf_counter() - start
     runner.close()
     other = wall - sum(phases.seconds.values())
@@ -136,6 +150,9 @@ def main() -> None:
     parser.add_argument("--transports", default="wgpu,vulkan")
     parser.add_argument("--statuses", default=None, metavar="PREFIX",
                         help="Write each case's status to PREFIX.TRANSPORT.json (to compare two runs' verdicts)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="Worker processes, as vkdiff run --jobs (phases are then not split: workers are not "
+                             "instrumented)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -146,6 +163,7 @@ def main() -> None:
         argv += [f"--cases={args.cases}"] if args.cases else []
         argv += ["--device", args.device] if args.device else []
         argv += ["--statuses", args.statuses] if args.statuses else []
+        argv += ["--jobs", str(args.jobs)]
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"{transport}: failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -154,7 +172,10 @@ def main() -> None:
         shares = ", ".join(f"{k} {100 * v / row['wall_s']:.0f}%" for k, v in row["phases_s"].items())
         print(f"{row['transport']} on {row['device']} ({row['driver']}): {row['cases']} cases, wall "
               f"{row['wall_s']:.1f} s, median {row['median_ms']:.1f} ms, p90 {row['p90_ms']:.1f} ms per case")
-        print(f"  main thread: {shares}; reference thread {row['reference_thread_s']:.1f} s")
+        if args.jobs > 1:
+            print(f"  {args.jobs} worker processes (per case: each result's own seconds; phases not split)")
+        else:
+            print(f"  main thread: {shares}; reference thread {row['reference_thread_s']:.1f} s")
         print(f"  statuses: {row['statuses']}")
 
 

@@ -10,11 +10,12 @@ from vkdiff.datamodel import Result
 def run_cases(cases: Sequence, host: Sequence[Result], runner, store, *,
               on_result: Callable[[Result], None] | None = None, stop: Callable[[], bool] = lambda: False,
               wrap: Callable | None = None, before: Callable[[Any], None] | None = None,
-              after: Callable[[Any], None] | None = None) -> list[Result]:
+              after: Callable[[Any], None] | None = None, jobs: int = 1) -> list[Result]:
     """Append ``host`` and every device result of ``cases`` to ``store`` as they come (``on_result`` sees each).
 
     ``stop`` ends the loop between results; ``wrap(fn, *args)`` runs each case on a device (the CLI keeps library
     noise out); ``before(case)`` and ``after(case)`` run around each case's devices (saving artifacts, progress).
+    With ``jobs`` above 1 the kernel cases run first, over that many worker processes (``harness.parallel``).
     The runner is closed at the end, however the loop ends.
     """
     found: list[Result] = []
@@ -28,6 +29,13 @@ def run_cases(cases: Sequence, host: Sequence[Result], runner, store, *,
     for result in host:
         keep(result)
     try:
+        if jobs > 1:
+            from vkdiff.cases.kernels import KernelCase
+            from vkdiff.harness.parallel import run_parallel
+
+            for result in run_parallel([c for c in cases if isinstance(c, KernelCase)], runner, jobs, stop):
+                keep(result)
+            cases = [c for c in cases if not isinstance(c, KernelCase)]
         for case in cases:
             if stop():
                 return found

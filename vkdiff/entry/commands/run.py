@@ -19,6 +19,10 @@ def add_parser(sub) -> None:
     add_run_options(parser.add_argument)
     parser.add_argument("--results", metavar="FILE.jsonl", default=None,
                         help="Results file to append to (default: vkdiff-results/run-<time>.jsonl)")
+    parser.add_argument("--jobs", "-j", metavar="N", type=_jobs, default=None,
+                        help="Run kernel cases in N worker processes, each with its own device (verdicts as with 1; "
+                             "a worker that dies has its cases rerun here one by one); default auto: one per core, "
+                             "up to 8, when there are enough kernel cases to share")
     parser.add_argument("--list", action="store_true", help="List the selected case ids and exit")
     parser.add_argument("--suite", choices=("all", "kernels", "models", "upstream"), default="all",
                         help="Kernel cases on devices, model cases (host checks, and Vulkan delegates run node by node "
@@ -35,10 +39,21 @@ def add_parser(sub) -> None:
                                 "with numpy and wgpu only")
 
 
+def _jobs(text: str) -> int | None:
+    """Validate ``--jobs``: ``auto`` (None) or a whole number of worker processes, at least 1."""
+    if text == "auto":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--jobs must be auto or a whole number of worker processes (1 or more), "
+                                         f"got {text!r}")
+    return int(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from vkdiff.cases.kernels import all_cases
     from vkdiff.cases.sampling import sampled
     from vkdiff.datamodel import REPAIRS
+    from vkdiff.harness.parallel import jobs_for
     from vkdiff.harness.runner import Runner
     from vkdiff.repro.driver import write_driver_repro
     from vkdiff.store import ResultStore
@@ -65,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
     with Interrupts(console) as interrupts:
         results = _run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
-                           save_to=Path(args.save_artifacts) if args.save_artifacts else None)
+                           save_to=Path(args.save_artifacts) if args.save_artifacts else None,
+                           jobs=jobs_for(args.jobs, len(cases) if runner.slugs and runner.tree.path else 0))
     if args.save_artifacts and not interrupts.received:
         _sweep_saved(Path(args.save_artifacts), runner.tree, args.settings, console)
     print_summary(summarize(results), console)
@@ -124,11 +140,12 @@ def _sweep_saved(folder: Path, tree, settings, console) -> None:
 
 
 def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
-             save_to: Path | None = None) -> list:
+             save_to: Path | None = None, jobs: int = 1) -> list:
     """Every case on its devices (``harness.loop.run_cases``), each result appended and shown as it comes; stops
     early on a signal.
 
-    With ``save_to``, each Vulkan model case's artifact is saved before its devices run."""
+    With ``save_to``, each Vulkan model case's artifact is saved before its devices run; with ``jobs`` above 1,
+    kernel cases run in that many worker processes (each prepares its own references)."""
     from rich.progress import Progress
 
     from vkdiff.cases.kernels import KernelCase
@@ -137,7 +154,8 @@ def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrup
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("running", total=len(cases) * max(1, len(runner.slugs)) + len(models))
-        runner.schedule(cases)
+        if jobs == 1:
+            runner.schedule(cases)
 
         def shown(result) -> None:
             progress.advance(task, advance=int(result.device != HOST))
@@ -156,4 +174,4 @@ def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrup
                 progress.advance(task)
 
         return run_cases([*cases, *models], (), runner, store, on_result=shown, stop=lambda: bool(interrupts.received),
-                         before=save, after=advance)
+                         before=save, after=advance, jobs=jobs)

@@ -1,0 +1,70 @@
+"""``vkdiff run --jobs N``: kernel cases over worker processes give the serial run's results, in case order; a chunk
+whose worker dies is run again in the caller's runner."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.testutils import requires_tree, requires_vulkan
+from vkdiff.cases.kernels import all_cases
+from vkdiff.datamodel.settings import RunSettings
+from vkdiff.device.shaders.trees import TreeChoice
+from vkdiff.harness import parallel
+from vkdiff.harness.runner import Runner
+
+DIES_ON = "add[B1-H7-W64-fp32-buffer]"
+
+
+def _dying_chunk(cases):
+    """A worker's chunk that aborts the worker (a driver abort) when it holds ``DIES_ON``."""
+    if any(c.id == DIES_ON for c in cases):
+        os._exit(3)
+    return parallel._run_chunk(cases)
+
+
+def _rows(results):
+    return [(r.case, r.device, r.status, r.reason) for r in results]
+
+
+def test_auto_jobs_start_workers_only_with_cases_enough_to_share():
+    assert parallel.jobs_for(3, 1) == 3
+    assert parallel.jobs_for(None, 10) == 1
+    assert 1 <= parallel.jobs_for(None, 10_000) <= parallel.AUTO_MAX
+
+
+def test_a_dead_workers_chunk_reruns_here_and_the_order_holds(monkeypatch):
+    """No tree: every result is NOT_RUN, which the workers and the caller both give; the worker holding ``DIES_ON``
+    dies, its chunk (and those in flight with it) come from the caller's runner, a fresh pool takes the rest."""
+    cases = all_cases(r"^add\[")[:5 * parallel.CHUNK]
+    assert any(c.id == DIES_ON for c in cases)
+    runner = Runner(tree=TreeChoice(path=None, note="no tree (test)"), adapters=[])
+    monkeypatch.setattr(parallel, "_run_chunk", _dying_chunk)
+    got = list(parallel.run_parallel(cases, runner, 2))
+    assert _rows(got) == _rows(parallel.run_alone(runner, cases))
+
+
+@requires_vulkan
+@requires_tree
+def test_workers_give_the_serial_verdicts_in_case_order(et_tree):
+    """Three ops' cases (textures and buffers) through two workers on the first adapter (wgpu, which this process
+    may drive itself): the same statuses, reasons and order as one process."""
+    from vkdiff.device.transports.adapters import select
+
+    cases = all_cases(r"^(add|softmax|permute)\[")[::3][:3 * parallel.CHUNK]
+    runner = Runner(tree=TreeChoice(path=et_tree, note="test"), adapters=select()[:1], settings=RunSettings())
+    serial = _rows(parallel.run_alone(runner, cases))
+    runner.close()
+    assert len(serial) == len(cases) and "PASS" in {status for _, _, status, _ in serial}
+    assert _rows(parallel.run_parallel(cases, runner, 2)) == serial
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "two"])
+def test_a_bad_jobs_value_is_one_line(text):
+    import argparse
+
+    from vkdiff.entry.commands.run import _jobs
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--jobs must be auto or a whole number"):
+        _jobs(text)

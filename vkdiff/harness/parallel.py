@@ -1,0 +1,112 @@
+"""Kernel cases over N worker processes (``vkdiff run --jobs N``), each with its own device and references.
+
+A kernel case's host work (its graph, pipelines, references, judging) is Python on one
+core while the GPU idles; N workers keep N cores busy. Cases go out in chunks of
+consecutive ids (one op's cases share pipelines), dealt to whichever worker is free, and
+their results come back in case order. Verdicts do not change: each case is seeded from
+its id, and a chunk whose worker died (a driver abort, a lost device) is run again here,
+one case at a time, in the caller's runner, with its isolation (``--timeout``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterator, Sequence
+
+from vkdiff.cases.kernels import KernelCase
+from vkdiff.datamodel import Result
+from vkdiff.datamodel.settings import RunSettings
+from vkdiff.device.shaders.trees import TreeChoice
+
+CHUNK = 16
+"""Consecutive cases a worker takes at a time."""
+AUTO_MAX = 8
+"""Most workers ``--jobs auto`` starts (each holds a device and its pipelines)."""
+
+
+def jobs_for(asked: int | None, kernel_cases: int) -> int:
+    """Workers for a run: as asked, or (``auto``, None) one per core up to ``AUTO_MAX`` when there are at least four
+    chunks of kernel cases per worker to share (starting a worker costs about a second), else none apart."""
+    if asked is not None:
+        return asked
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, AUTO_MAX, kernel_cases // (4 * CHUNK)))
+
+
+@dataclasses.dataclass(kw_only=True, frozen=True)
+class JobSpec:
+    """What a worker needs to build the runner the caller has."""
+
+    tree: TreeChoice
+    slugs: tuple[str, ...]
+    settings: RunSettings
+    et_src: str | None
+    on_driver_bug: Callable[..., dict[str, Any]] | None = None
+
+
+_RUNNER: Any = None
+"""The worker's own ``Runner`` (one per worker process, made by ``_start``)."""
+
+
+def _start(spec: JobSpec) -> None:
+    """The worker's runner; an interrupt is the caller's to act on (it stops between chunks)."""
+    global _RUNNER
+    import signal
+
+    from vkdiff.device.transports.adapters import select
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from vkdiff.harness.runner import Runner
+
+    settings = spec.settings
+    adapters = select(list(spec.slugs), via=settings.transport, validate=settings.validate,
+                      profile=settings.device_profile) if spec.slugs else []
+    _RUNNER = Runner(tree=spec.tree, adapters=adapters, settings=settings, et_src=spec.et_src,
+                     on_driver_bug=spec.on_driver_bug)
+
+
+def _run_chunk(cases: Sequence[KernelCase]) -> list[Result]:
+    _RUNNER.schedule(cases)
+    return run_alone(_RUNNER, cases)
+
+
+def run_alone(runner: Any, cases: Sequence[KernelCase]) -> list[Result]:
+    """Every result of ``cases`` on the runner's devices, in order, in this process."""
+    return [result for case in cases for device in runner.devices_for(case) for result in runner.run(case, device)]
+
+
+def spec_of(runner: Any) -> JobSpec:
+    return JobSpec(tree=runner.tree, slugs=tuple(runner.slugs), settings=runner.settings, et_src=runner.et_src,
+                   on_driver_bug=runner.on_driver_bug)
+
+
+def run_parallel(cases: Sequence[KernelCase], runner: Any, jobs: int,
+                 stop: Callable[[], bool] = lambda: False) -> Iterator[Result]:
+    """The results of ``cases`` (kernel cases) from ``jobs`` workers, in case order; ``stop`` ends it between
+    chunks. A chunk whose worker died runs again in ``runner``, and a fresh pool takes the chunks after it."""
+    chunks = [list(cases[i:i + CHUNK]) for i in range(0, len(cases), CHUNK)]
+    spec = spec_of(runner)
+    done = 0
+    while done < len(chunks):
+        pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=_start, initargs=(spec,))
+        futures = [pool.submit(_run_chunk, chunk) for chunk in chunks[done:]]
+        try:
+            for future in futures:
+                if stop():
+                    return
+                try:
+                    results = future.result()
+                except BrokenProcessPool:
+                    yield from run_alone(runner, chunks[done])
+                    done += 1
+                    break
+                yield from results
+                done += 1
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
