@@ -35,8 +35,8 @@ RUN_HELP = """usage: vkdiff run [-h] [--cases PATTERN] [--device SLUG] [--et-src
                   [--device-profile PROFILE] [--mediump]
                   [--local-wg XxYxZ[@NODE]] [--mode {nodes,graph}]
                   [--replays N] [--allow-empty] [--results FILE.jsonl]
-                  [--list] [--suite {all,kernels,models,upstream}] [-r DIR]
-                  [--save-artifacts DIR | --from-artifacts DIR]
+                  [--jobs N] [--list] [--suite {all,kernels,models,upstream}]
+                  [-r DIR] [--save-artifacts DIR | --from-artifacts DIR]
 """
 
 
