@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+
 from pathlib import Path
+
+import pytest
 
 from tests.testutils import isolated, requires_vulkan
 from vkdiff.device.transports.transport import Transport
@@ -51,3 +54,13 @@ def test_the_raw_vulkan_transport_implements_the_interface():
     implements, missing, traits = isolated(_raw_device_members)
     assert implements and missing == set()
     assert traits == ("vulkan", True, True, True)
+
+
+def test_usage_flags_are_wgpus():
+    """The raw transport's copy of WebGPU's flags (it never imports wgpu) has wgpu's values."""
+    wgpu = pytest.importorskip("wgpu")
+    from vkdiff.device.runtime import usage
+
+    for flags in (usage.BufferUsage, usage.TextureUsage, usage.MapMode):
+        theirs = getattr(wgpu, flags.__name__)
+        assert {flag.name: int(flag) for flag in flags} == {flag.name: int(getattr(theirs, flag.name)) for flag in flags}

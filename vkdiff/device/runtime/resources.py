@@ -14,6 +14,7 @@ import numpy as np
 from vkdiff.device.runtime import layouts
 from vkdiff.device.transports import watchdog
 from vkdiff.device.boundary import DeviceLimitError, DispatchError
+from vkdiff.device.runtime.usage import BufferUsage, MapMode, TextureUsage
 
 Storage = Literal["buffer", "texture3d", "texture2d"]
 
@@ -50,8 +51,6 @@ def byte_view(data: bytes | np.ndarray) -> np.ndarray:
 
 def _buffer(device: Any, data: bytes | np.ndarray, usage: int, label: str) -> Any:
     """A buffer of ``data`` zero-padded to a multiple of 16 bytes."""
-    import wgpu
-
     raw = byte_view(data)
     size = max(16, -(-raw.size // 16) * 16)
     max_size = device.limits.get("max-storage-buffer-binding-size", 1 << 27)
@@ -60,30 +59,24 @@ def _buffer(device: Any, data: bytes | np.ndarray, usage: int, label: str) -> An
     if size != raw.size:
         raw = np.concatenate([raw, np.zeros(size - raw.size, np.uint8)])
     return device.call(DispatchError, f"create buffer {label}", device.create_buffer_with_data,
-                    data=raw, usage=usage | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+                    data=raw, usage=usage | BufferUsage.COPY_SRC | BufferUsage.COPY_DST)
 
 
 def buffer_tensor(device: Any, array: np.ndarray, label: str = "tensor") -> Tensor:
     """A storage buffer holding ``array`` contiguously (ET-VK buffer storage, contiguous strides)."""
-    import wgpu
-
     array = np.ascontiguousarray(array)
-    handle = _buffer(device, array, wgpu.BufferUsage.STORAGE, label)
+    handle = _buffer(device, array, BufferUsage.STORAGE, label)
     return Tensor(shape=array.shape, dtype=array.dtype, storage="buffer", handle=handle,
                   buffer_shape=array.shape)
 
 
 def uniform(device: Any, data: bytes, label: str = "ubo") -> Any:
     """A uniform buffer with ``data`` (e.g. WHCN ``ivec4`` sizes)."""
-    import wgpu
-
-    return _buffer(device, data, wgpu.BufferUsage.UNIFORM, label)
+    return _buffer(device, data, BufferUsage.UNIFORM, label)
 
 
 def texture_tensor(device: Any, array: np.ndarray, storage: Storage = "texture3d", label: str = "tensor") -> Tensor:
     """A width-packed 3D (or 2D) texture holding ``array`` with ET-VK's texel packing."""
-    import wgpu
-
     dtype = np.dtype(array.dtype)
     if dtype not in layouts.TEXEL_FORMATS:
         raise DeviceLimitError(f"{label}: no texture format for dtype {dtype}")
@@ -96,8 +89,8 @@ def texture_tensor(device: Any, array: np.ndarray, storage: Storage = "texture3d
     handle = device.call(
         DispatchError, f"create texture {label}", device.create_texture,
         size=extent, dimension="3d" if storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[dtype],
-        usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.TEXTURE_BINDING
-        | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC, label=label)
+        usage=TextureUsage.STORAGE_BINDING | TextureUsage.TEXTURE_BINDING
+        | TextureUsage.COPY_DST | TextureUsage.COPY_SRC, label=label)
     tensor = Tensor(shape=array.shape, dtype=dtype, storage=storage, handle=handle)
     write(device, tensor, array)
     return tensor
@@ -122,21 +115,19 @@ def allocate(device: Any, spec: Any, label: str = "tensor") -> Tensor:
     band (``GUARD_BYTES``) that no in-bounds access touches;
     textures have the spec's image extents and its dtype's texel format.
     """
-    import wgpu
-
     element = spec.element_dtype
     if spec.storage == "buffer":
         count = max(spec.physical_numel, 1)
         data, guard = guarded(layouts.poison_like((count,), element))
         return Tensor(shape=tuple(spec.sizes), dtype=element,
-                      storage="buffer", handle=_buffer(device, data, wgpu.BufferUsage.STORAGE, label),
+                      storage="buffer", handle=_buffer(device, data, BufferUsage.STORAGE, label),
                       buffer_shape=(count,), spec=spec, allocated=spec, guard=guard)
     extent = texture_extent(device, spec, label)
     handle = device.call(
         DispatchError, f"create texture {label}", device.create_texture,
         size=extent, dimension="3d" if spec.storage == "texture3d" else "2d", format=layouts.TEXEL_FORMATS[element],
-        usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.TEXTURE_BINDING
-        | wgpu.TextureUsage.COPY_DST | wgpu.TextureUsage.COPY_SRC, label=label)
+        usage=TextureUsage.STORAGE_BINDING | TextureUsage.TEXTURE_BINDING
+        | TextureUsage.COPY_DST | TextureUsage.COPY_SRC, label=label)
     texels = layouts.poison_like((extent[2], extent[1], extent[0], 4), element)
     device.queue.write_texture({"texture": handle}, byte_view(texels),
                                {"bytes_per_row": extent[0] * 4 * element.itemsize, "rows_per_image": extent[1]},
@@ -183,20 +174,18 @@ def read_guards(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
 def copy_out(device: Any, ranges: Sequence[tuple[Tensor, int, int]], what: str) -> list[np.ndarray]:
     """Byte ranges (tensor, offset, size) of buffer tensors, copied into one buffer with one submission and one map
     (a read each costs a round trip: 201 probes of a 200-node delegate took 0.6 s on lavapipe one by one)."""
-    import wgpu
-
     if not ranges:
         return []
     offsets = np.concatenate([[0], np.cumsum([size for _, _, size in ranges])]).astype(int)
 
     def copy_map_read() -> bytes:
-        target = device.create_buffer(size=int(offsets[-1]), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        target = device.create_buffer(size=int(offsets[-1]), usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST)
         encoder = device.create_command_encoder(label="readback")
         encoder.exact = True  # raw Vulkan: copies between disjoint ranges need no barrier between them
         for (tensor, start, size), at in zip(ranges, offsets):
             encoder.copy_buffer_to_buffer(tensor.handle, int(start), target, int(at), int(size))
         device.queue.submit([encoder.finish()])
-        target.map_sync(wgpu.MapMode.READ)
+        target.map_sync(MapMode.READ)
         data = bytes(target.read_mapped())
         target.unmap()
         target.destroy()

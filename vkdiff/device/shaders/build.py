@@ -38,6 +38,7 @@ from vkdiff.device.shaders.trees import GLSL_SUBDIR, origin_of
 from vkdiff.datamodel import (CACHE_ENV, CacheCorruptError, cache_dir, cached_folder, read_entry,
                                       record_repair, write_entry)
 from vkdiff.datamodel.cache import MANIFEST
+from vkdiff.device.shaders.derived import Derived
 
 BASE_FLAGS = ("-fshader-stage=compute", "-Werror")
 DOT_EXT = "GL_EXT_integer_dot_product"
@@ -110,12 +111,19 @@ def glslc_has_dot_product() -> bool:
 
 
 def tree_hash(glsl_dir: Path) -> str:
-    """Hash of every shader template and yaml in the tree (names and contents)."""
+    """Hash of every shader template and yaml in the tree (names and contents); read again whenever a file's name,
+    size or modification time differs from the last reading in this process."""
+    files = sorted(path for path in glsl_dir.rglob("*") if path.is_file())
+    signature = tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in files)
+    return _tree_hash(glsl_dir, signature)
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_hash(glsl_dir: Path, signature: tuple) -> str:
     digest = hashlib.sha256()
-    for path in sorted(glsl_dir.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(glsl_dir)).encode())
-            digest.update(path.read_bytes())
+    for name, _, _ in signature:
+        digest.update(str(Path(name).relative_to(glsl_dir)).encode())
+        digest.update(Path(name).read_bytes())
     return digest.hexdigest()[:20]
 
 
@@ -383,13 +391,27 @@ class ShaderBuilder:
         """Variant → module key of every variant this builder built or read from the cache in this process."""
         return dict(self._checked)
 
+    @functools.cached_property
+    def _derived(self) -> Derived:
+        """What the codegen derived for exactly these inputs (``derived``): names and module keys, without running it."""
+        try:
+            codegen = codegen_path(self.et_src).read_bytes()
+        except BuildError:
+            codegen = b""
+        inputs = _sha(self.tree, codegen, Path(__file__).read_bytes(), "mediump" if self.mediump else "")
+        return Derived(self.cache / "derived" / f"{inputs[:32]}.json")
+
     def variants(self) -> VariantNames:
         """Every shader variant name the tree defines (or, without executorch, that the cache holds)."""
+        stored = self._derived.variants
+        if stored is not None:
+            return VariantNames(*stored)
         loaded = self._loaded
         if isinstance(loaded, BuildError):
             return VariantNames(p.stem for p in self.index_dir.glob("*.json"))
-        return VariantNames((n for n, (path, _) in loaded.generator.output_file_map.items() if path.endswith(".glsl")),
-                            loaded.claims)
+        names = [n for n, (path, _) in loaded.generator.output_file_map.items() if path.endswith(".glsl")]
+        self._derived.set_variants(names, loaded.claims)
+        return VariantNames(names, loaded.claims)
 
     def unreadable_yamls(self) -> tuple[str, ...]:
         """One line per shader yaml of the tree that does not parse (its variants are ``BUILD_FAIL``)."""
@@ -530,18 +552,23 @@ class ShaderBuilder:
             raise
 
     def _checked_key(self, name: str, index: Path, entry: dict) -> str:
-        """The module key of an index entry, derived again from the variant where the codegen runs (once per variant).
+        """The module key of an index entry, derived again from the variant where the codegen runs (once per variant
+        and set of inputs: ``derived`` keeps what a process derived).
 
         Raises:
             CacheCorruptError: the entry points at a module its variant does not derive.
             BuildError: the codegen cannot generate the variant.
         """
-        if isinstance(self._loaded, BuildError) or self._checked.get(name) == entry["key"]:
+        if self._checked.get(name) == entry["key"]:
+            return entry["key"]
+        if self._derived.derives(name, entry["key"]) or isinstance(self._loaded, BuildError):
+            self._checked[name] = entry["key"]
             return entry["key"]
         if self._mode_of(name, entry) is None:
             raise CacheCorruptError(index, f"points at module {entry['key'][:12]}, which {name}'s source, headers, "
                                            f"flags and glslc do not derive")
         self._checked[name] = entry["key"]
+        self._derived.remember(name, entry["key"])
         return entry["key"]
 
     def _mode_of(self, name: str, entry: dict) -> bool | None:
@@ -573,6 +600,7 @@ class ShaderBuilder:
         write_entry(index, json.dumps({"key": key, "polyfilled": prepared.polyfilled, "glslc": glslc_version(),
                                        "dot_polyfill": self._polyfill, "tree": origin_of(self.et_src)}).encode())
         self._checked[name] = key
+        self._derived.remember(name, key)
         return BuiltShader(name=name, spv=spv, polyfilled=prepared.polyfilled, flags=used)
 
     def build_many(self, names: Iterable[str], jobs: int) -> dict[str, BuiltShader | BuildError]:
@@ -593,7 +621,7 @@ class ShaderBuilder:
                 out[name] = exc
         if fresh:  # headers written and glslc found once, before the threads
             glslc_version()
-            _ = self.include_dir
+            _ = self.include_dir, self._derived
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
             done = {pool.submit(self._finish, name, self.index_dir / f"{name}.json", prepared): name
                     for name, prepared in fresh}
