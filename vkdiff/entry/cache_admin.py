@@ -11,6 +11,9 @@ folder         entry                      check
 ``baked/``     a transformed module       header hash; ``--rebuild``: transformed again from its source
 ``traits/``    a device's probed traits,  header hash; ``--rebuild``: the probes compiled again, compared
                the probes' SPIR-V
+``derived/``   a tree's variant names and header hash; named by a hash of every input the codegen reads
+               module keys, as derived
+``pipelines/`` a driver's VkPipelineCache  header hash; the Vulkan header names the device (on use)
 ``include/``   a tree's generated headers manifest; compared with the codegen's (on use)
 ``trees/``     an extracted tree          manifest; compared with its source (on use)
 ``llm/``       a generated checkpoint     manifest of file hashes
@@ -32,7 +35,7 @@ from pathlib import Path
 
 from vkdiff.datamodel import CacheCorruptError, read_entry, verify_manifest
 
-FILE_ENTRIES = ("spv", "index", "lowered", "baked", "traits")
+FILE_ENTRIES = ("spv", "index", "lowered", "baked", "traits", "derived", "pipelines")
 FOLDER_ENTRIES = ("include", "trees", "llm")
 
 
