@@ -55,7 +55,8 @@ def entries(root: Path) -> dict[str, list[Path]]:
              "index": [p for p in files if "index" in p.parts],
              "include": [p for p in files if "include" in p.parts],
              "tree": [p for p in files if "trees" in p.parts],
-             "lowering": [p for p in files if "lowered" in p.parts]}
+             "lowering": [p for p in files if "lowered" in p.parts],
+             "derived": [p for p in files if "derived" in p.parts]}
     assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
     return kinds
 
@@ -79,7 +80,7 @@ def check_repaired(baseline_statuses: dict, code: int, results: list, err: str) 
     assert "cache repaired: " in err
 
 
-@pytest.mark.parametrize("kind", ["spv", "index", "include", "tree", "lowering"])
+@pytest.mark.parametrize("kind", ["spv", "index", "include", "tree", "lowering", "derived"])
 @pytest.mark.parametrize("how", ["truncate", "flip"])
 def test_garbled_entry_is_repaired(baseline, tmp_path, monkeypatch, capsys, kind, how):
     source, statuses = baseline
