@@ -49,7 +49,8 @@ def test_a_dispatch_that_never_finishes_is_error_hang_and_the_run_goes_on(tree):
     finally:
         runner.close()
     assert hung.status == "ERROR" and HANG_FLAG in hung.flags
-    assert "did not finish within --timeout 3 s while reading the guard bands of 2 buffers after dispatching " in hung.reason
+    assert ("did not finish within --timeout 3 s while reading back 1 output with the guard bands of 2 buffers after "
+            "dispatching ") in hung.reason
     assert hung.reason.split("after dispatching ")[1].split(";")[0].endswith("vk_spin (65535, 65535, 1)")
     assert "--timeout 3" in hung.repro
     assert waited < TIMEOUT_S + 30, "the hang must end the case soon after the timeout (child start included)"

@@ -245,6 +245,10 @@ class ComputeGraph:
         self._tmp_scopes: list[list[int]] = []
         self._unallocated: set[int] = set()
         """Shared objects whose users await ``prepare`` (aliasing defers storage until every user is known)."""
+        self._read_along: tuple[Tensor, ...] = ()
+        """Buffer outputs read back with the guard bands, in the same copy (``launch``)."""
+        self._read_bytes: dict[int, np.ndarray] = {}
+        """Their raw bytes from the latest execute, by ``id``."""
         self._recorded: Any = None
         """The command buffer of the latest execute, resubmitted as ET-VK resubmits ``deferred_cmd_list_`` until a
         resize re-encodes (raw Vulkan, exact barriers, no host work in the chain)."""
@@ -484,6 +488,7 @@ class ComputeGraph:
         would resubmit its recorded command buffer, resubmit the one recorded."""
         self.prepare()
         self.executions += 1
+        self._read_bytes = {}
         if self._recorded is not None:
             self._resubmit()
             return
@@ -570,9 +575,16 @@ class ComputeGraph:
             OutOfBoundsError: a band changed; names the tensor, where, and the dispatches that bound it (the
                 first one's node and shader are set on the exception).
         """
-        if hasattr(self.device, "record_dispatch") or not self.guarded:
+        if hasattr(self.device, "record_dispatch") or not (self.guarded or self._read_along):
             return
-        for tensor, band in zip(self.guarded, resources.read_guards(self.device, self.guarded)):
+        ranges = [(t, t.guard, resources.GUARD_BYTES) for t in self.guarded]
+        ranges += [(t, 0, int(t.handle.size)) for t in self._read_along]
+        outputs = len(self._read_along)
+        raws = resources.copy_out(self.device, ranges, (f"reading back {outputs} output{'s' * (outputs != 1)} with "
+                                                        if outputs else "reading ")
+                                  + f"the guard bands of {len(self.guarded)} buffers")
+        self._read_bytes = {id(t): raw for t, raw in zip(self._read_along, raws[len(self.guarded):])}
+        for tensor, band in zip(self.guarded, raws):
             changed = np.flatnonzero(band != resources.CANARY)
             if changed.size:
                 raise self._out_of_bounds(tensor, changed)
@@ -643,7 +655,12 @@ class ComputeGraph:
             return self.readbacks[id(tensor)].get()
         if tensor.spec.layout != "width":
             raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: give its staging.element_index")
-        raw = resources.read(self.device, tensor)
+        along = self._read_bytes.pop(id(tensor), None)
+        if along is not None:
+            count = int(np.prod(tensor.buffer_shape))
+            raw = np.frombuffer(along[: count * tensor.dtype.itemsize].tobytes(), tensor.dtype)
+        else:
+            raw = resources.read(self.device, tensor)
         if tensor.storage == "buffer":
             return np.ascontiguousarray(raw.reshape(-1)[: tensor.spec.numel]).reshape(tensor.spec.sizes)
         return raw
@@ -651,9 +668,15 @@ class ComputeGraph:
     def launch(self, out: Tensor | tuple[Tensor, ...], index: tuple[np.ndarray, ...] | None = None) -> Launch:
         """Execute the graph once, read ``out`` (or each output of a tuple) back and summarise what produced it.
 
-        ``index`` (one per output) places non-width-packed outputs' elements in their raw storage."""
-        self.execute()
+        ``index`` (one per output) places non-width-packed outputs' elements in their raw storage. Width-packed
+        buffer outputs come back in the copy that reads the guard bands (one round trip for both)."""
         outs = out if isinstance(out, tuple) else (out,)
+        self._read_along = tuple(t for t in outs if index is None and t.storage == "buffer"
+                                 and t.spec.dtype != INT8X4 and t.spec.layout == "width")
+        try:
+            self.execute()
+        finally:
+            self._read_along = ()
         read = tuple(self.read(t, None if index is None else index[i]) for i, t in enumerate(outs))
         output = read if isinstance(out, tuple) else read[0]
         main = [d for d in self.dispatches if not d.prepack and not d.skipped and d.shader not in OUTPUT_STAGING][-1]
