@@ -10,6 +10,7 @@ one case at a time, in the caller's runner, with its isolation (``--timeout``).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import multiprocessing
@@ -88,20 +89,23 @@ def spec_of(runner: Any) -> JobSpec:
 def run_parallel(cases: Sequence[KernelCase], runner: Any, jobs: int,
                  stop: Callable[[], bool] = lambda: False) -> Iterator[Result]:
     """The results of ``cases`` (kernel cases) from ``jobs`` workers, in case order; ``stop`` ends it between
-    chunks. A chunk whose worker died runs again in ``runner``, and a fresh pool takes the chunks after it."""
+    chunks (at most two chunks a worker are in flight, so the workers stop soon after). A chunk whose worker died
+    runs again in ``runner``, and a fresh pool takes the chunks after it."""
     chunks = [list(cases[i:i + CHUNK]) for i in range(0, len(cases), CHUNK)]
     spec = spec_of(runner)
     done = 0
     while done < len(chunks):
         pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                                       initializer=_start, initargs=(spec,))
-        futures = [pool.submit(_run_chunk, chunk) for chunk in chunks[done:]]
+        in_flight: collections.deque = collections.deque()
         try:
-            for future in futures:
+            while done < len(chunks):
+                while len(in_flight) < 2 * jobs and done + len(in_flight) < len(chunks):
+                    in_flight.append(pool.submit(_run_chunk, chunks[done + len(in_flight)]))
                 if stop():
                     return
                 try:
-                    results = future.result()
+                    results = in_flight.popleft().result()
                 except BrokenProcessPool:
                     yield from run_alone(runner, chunks[done])
                     done += 1
