@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,20 +13,8 @@ from vkdiff.device.shaders import build
 from vkdiff.device.runtime import resources
 from vkdiff.device.shaders.dispatch import dispatch
 
-FAKE_TREE = Path(__file__).parent / "fake_tree"
 
 pytestmark = requires_glslc
-
-
-@pytest.fixture
-def tree(tmp_path, monkeypatch):
-    """An ExecuTorch-shaped tree holding the project's test templates, and a private cache."""
-    glsl = tmp_path / "et" / build.GLSL_SUBDIR
-    glsl.mkdir(parents=True)
-    for path in FAKE_TREE.iterdir():
-        shutil.copy(path, glsl / path.name)
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
-    return tmp_path / "et"
 
 
 def test_variants_come_from_the_yaml(tree):

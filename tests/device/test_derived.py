@@ -4,30 +4,15 @@ and trusts module keys without running the codegen, and only for the very inputs
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
-
-import pytest
 
 from tests.testutils import requires_glslc
 from vkdiff.datamodel.cache import REPAIRS
 from vkdiff.device.shaders import build
 
-FAKE_TREE = Path(__file__).parent / "fake_tree"
 NAME = "vk_axpy_buffer_float"
 
 pytestmark = requires_glslc
-
-
-@pytest.fixture
-def tree(tmp_path, monkeypatch):
-    """An ExecuTorch-shaped tree holding the project's test templates, and a private cache."""
-    glsl = tmp_path / "et" / build.GLSL_SUBDIR
-    glsl.mkdir(parents=True)
-    for path in FAKE_TREE.iterdir():
-        shutil.copy(path, glsl / path.name)
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
-    return tmp_path / "et"
 
 
 def _warm(tree: Path) -> tuple[build.ShaderBuilder, build.BuiltShader]:
