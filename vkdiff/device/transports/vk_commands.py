@@ -24,6 +24,7 @@ from vkdiff.device.boundary import (DispatchError, InstrumentationError, OutOfBo
                                     ShaderUnsupportedError, SyncHazardError)
 from vkdiff.device.transports.raw_vulkan import SUBGROUP_OPERATIONS, binding
 from vkdiff.device.transports.validation import LAYER_MESSAGES
+from vkdiff.device.transports.vk_descriptors import DescriptorPools
 from vkdiff.device.transports.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
                                      vk_call)
 
@@ -210,29 +211,23 @@ def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
 
 
 class BindGroup:
-    """One descriptor set (from its own pool) with buffers, storage images and combined image samplers written."""
+    """One descriptor set (from the device's shared pools) with buffers, storage images and combined image samplers
+    written."""
 
     def __init__(self, device: VkDevice, layout: SetLayout, entries: Sequence[dict]):
         import weakref
 
         vk = binding()
-        dev = device.handle
         counts: dict[int, int] = {}
         for kind in layout.types.values():
             counts[kind] = counts.get(kind, 0) + 1
-        self.pool = vk_call(DispatchError, "descriptor pool", vk.vkCreateDescriptorPool, dev,
-                            vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[
-                                vk.VkDescriptorPoolSize(type=k, descriptorCount=n) for k, n in counts.items()]
-                                or [vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                            descriptorCount=1)]), None)
-        owned_by(device, weakref.finalize(self, _destroy_pool, dev, self.pool))
-        self.handle = vk.vkAllocateDescriptorSets(dev, vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=self.pool, descriptorSetCount=1, pSetLayouts=[layout.handle]))[0]
+        pool, self.handle = device.descriptors.allocate(layout.handle, counts)
+        owned_by(device, weakref.finalize(self, device.descriptors.release, pool))
         self.resources = [e["resource"] for e in entries]
         """Kept alive as long as the set can be bound."""
         writes = [self._write(vk, device, layout.types[e["binding"]], e) for e in entries]
         if writes:
-            vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+            vk.vkUpdateDescriptorSets(device.handle, len(writes), writes, 0, None)
 
     def _write(self, vk: Any, device: VkDevice, kind: int, entry: dict) -> Any:
         resource = entry["resource"]
@@ -245,11 +240,24 @@ class BindGroup:
             sampler=sampler, imageView=resource.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)])
 
 
-def _destroy_pool(device: Any, pool: Any) -> None:
-    try:
-        binding().vkDestroyDescriptorPool(device, pool, None)
-    except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
-        pass
+def descriptor_pools(device: Any) -> DescriptorPools:
+    """The shared descriptor pools of a device, given its handle (``VkDevice``'s finalizer holds them)."""
+    vk = binding()
+    types = tuple(getattr(vk, name) for name in (*_DESCRIPTORS.values(), "VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER",
+                                                 "VK_DESCRIPTOR_TYPE_SAMPLED_IMAGE"))
+
+    def make(sizes: dict[int, int], sets: int) -> Any:
+        return vk_call(DispatchError, "descriptor pool", vk.vkCreateDescriptorPool, device, vk.VkDescriptorPoolCreateInfo(
+            maxSets=sets, pPoolSizes=[vk.VkDescriptorPoolSize(type=k, descriptorCount=n) for k, n in sizes.items()]),
+                       None)
+
+    def allocate(pool: Any, layout: Any) -> Any:
+        return vk_call(DispatchError, "descriptor set", vk.vkAllocateDescriptorSets, device,
+                       vk.VkDescriptorSetAllocateInfo(descriptorPool=pool, descriptorSetCount=1,
+                                                      pSetLayouts=[layout]))[0]
+
+    return DescriptorPools(make, lambda pool: vk.vkResetDescriptorPool(device, pool, 0),
+                           lambda pool: vk.vkDestroyDescriptorPool(device, pool, None), allocate, types)
 
 
 Record = Callable[[Any], None]

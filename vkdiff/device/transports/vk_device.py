@@ -23,9 +23,12 @@ from vkdiff.device.boundary import DispatchError
 from vkdiff.device.shaders.dispatch import Pipeline
 from vkdiff.device.runtime.resources import Tensor, byte_view, guarded, texture_extent
 from vkdiff.device.transports.raw_vulkan import FEATURES, RawDevice, RawVulkanError, binding, describe
-from vkdiff.device.transports.vk_commands import BindGroup, Encoder, Queue, ShaderObjects, create_pipeline
+from vkdiff.device.transports.vk_commands import (BindGroup, Encoder, Queue, ShaderObjects, create_pipeline,
+                                                  descriptor_pools)
+from vkdiff.device.transports.vk_descriptors import DescriptorPools
 from vkdiff.device.transports.validation import VALIDATION_LAYER, on_message
-from vkdiff.device.transports.vk_memory import Buffer, Image, SharedMemory, vk_call
+from vkdiff.device.transports.vk_arena import Arena
+from vkdiff.device.transports.vk_memory import Buffer, Image, SharedMemory, device_arena, vk_call
 from vkdiff.device.transports.vk_pipeline_cache import PipelineStore
 
 _KEEP: list[Any] = []
@@ -178,7 +181,7 @@ class VkDevice:
         vk = binding()
         self.adapter, self.raw, self.limits, self.label = adapter, adapter.raw, limits, label
         self.finalizers: list = []
-        """Finalizers of the device's buffers, images and descriptor pools (``vk_memory.owned_by``)."""
+        """Finalizers of the device's buffers, images and descriptor sets (``vk_memory.owned_by``)."""
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(adapter.physical)
         self.family = next(i for i, q in enumerate(families) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)
         chain, keep = _enable_chain(vk, self.raw)
@@ -191,6 +194,8 @@ class VkDevice:
                               adapter.physical, create, None)
         del keep
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(adapter.physical)
+        self.arena = device_arena(self.handle, self.memory)
+        self.descriptors = descriptor_pools(self.handle)
         self.queue = Queue(self)
         self.sampler = vk.vkCreateSampler(self.handle, vk.VkSamplerCreateInfo(
             magFilter=vk.VK_FILTER_NEAREST, minFilter=vk.VK_FILTER_NEAREST,
@@ -210,7 +215,7 @@ class VkDevice:
         self.shader_objects: dict[bytes, ShaderObjects] = {}
         """Each module's reflection, layouts and ``VkShaderModule``, by the module's sha256."""
         weakref.finalize(self, _destroy_device, self.handle, self.queue.release_handles(), self.sampler,
-                         self.finalizers, self.pipeline_store)
+                         self.finalizers, self.pipeline_store, self.arena, self.descriptors)
 
     @staticmethod
     def call(error_type: type, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -329,13 +334,15 @@ class VkDevice:
 
 
 def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers: list,
-                    store: PipelineStore) -> None:
+                    store: PipelineStore, arena: Arena, descriptors: DescriptorPools) -> None:
     vk = binding()
     try:
         vk.vkDeviceWaitIdle(handle)
         store.save(vk, handle)
         for finalizer in finalizers:
             finalizer()
+        arena.close()
+        descriptors.close()
         vk.vkDestroyPipelineCache(handle, store.handle, None)
         pool, fence = queue_handles
         vk.vkDestroyFence(handle, fence, None)

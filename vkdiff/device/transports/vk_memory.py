@@ -1,4 +1,5 @@
-"""The raw Vulkan transport's buffers and images: each with its own memory, freed when unreferenced.
+"""The raw Vulkan transport's buffers and images, their memory a range of the device's ``Arena``, given back when
+unreferenced.
 
 Buffers live where the device has direct (device-local, host-visible) memory when it has enough of it, mapped for
 their whole life; else in device-local memory, written and read through staging copies. Images are optimal-tiling
@@ -12,6 +13,7 @@ import weakref
 from typing import Any, Sequence
 
 from vkdiff.device.boundary import DeviceLimitError, DeviceLostError, DispatchError
+from vkdiff.device.transports.vk_arena import Arena, Range
 from vkdiff.device.transports.raw_vulkan import binding
 
 VK_FORMATS = {"rgba32float": "VK_FORMAT_R32G32B32A32_SFLOAT", "rgba16float": "VK_FORMAT_R16G16B16A16_SFLOAT",
@@ -51,7 +53,8 @@ def owned_by(device: Any, finalizer: weakref.finalize) -> None:
 
 
 class Buffer:
-    """A ``VkBuffer`` with its own memory (mapped where the device has direct memory; ``host``: always), or bound to
+    """A ``VkBuffer`` with memory from the device's arena (mapped where the device has direct memory; ``host``: always),
+    or bound to
     a ``SharedMemory`` (``shared``; then created unbound, as ET-VK creates a ``SharedObject``'s users)."""
 
     def __init__(self, device: VkDevice, size: int, label: str = "", host: bool = False, shared: bool = False):
@@ -67,24 +70,19 @@ class Buffer:
         self.mapped: Any = None
         """The whole buffer as a writable byte view, or None (then reads and writes are staged)."""
         if shared:
-            owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], None, False))
+            owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], None, None))
             return
         need = self.requirements
-        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         if host:
             kind = device.host_memory_type(need.memoryTypeBits)
         elif device._direct is not None and need.memoryTypeBits & (1 << device._direct):
             kind = device._direct
         else:
             kind = device.memory_type(need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
-        self.memory = vk_call(DeviceLimitError, f"allocate {size} bytes for {label or 'a buffer'}",
-                              vk.vkAllocateMemory, dev, vk.VkMemoryAllocateInfo(allocationSize=need.size,
-                                                                                memoryTypeIndex=kind), None)
-        vk.vkBindBufferMemory(dev, self.handle, self.memory, 0)
-        flags = device.memory.memoryTypes[kind].propertyFlags
-        self.mapped = vk.vkMapMemory(dev, self.memory, 0, max(size, 4), 0) if (flags & visible) == visible else None
-        owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], self.memory,
-                                          self.mapped is not None))
+        where = device.arena.allocate(kind, True, need.size, need.alignment, f"{size} bytes for {label or 'a buffer'}")
+        vk.vkBindBufferMemory(dev, self.handle, where.memory, where.offset)
+        self.mapped = None if where.mapped is None else where.mapped[:max(size, 4)]
+        owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], device.arena, where))
 
     def bind(self, shared: "SharedMemory") -> None:
         """Bind to ``shared`` at offset 0 (``VulkanBuffer::bind_allocation``)."""
@@ -137,14 +135,13 @@ class Image:
         self.shared: SharedMemory | None = None
         self.view: Any = None
         if shared:
-            self._unbound = weakref.finalize(self, _free, dev, [(vk.vkDestroyImage, self.handle)], None, False)
+            self._unbound = weakref.finalize(self, _free, dev, [(vk.vkDestroyImage, self.handle)], None, None)
             return
         need = self.requirements
-        memory = vk_call(DeviceLimitError, f"allocate image {label}", vk.vkAllocateMemory, dev,
-                         vk.VkMemoryAllocateInfo(allocationSize=need.size, memoryTypeIndex=device.memory_type(
-                             need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)), None)
-        vk.vkBindImageMemory(dev, self.handle, memory, 0)
-        self._finish(vk, memory)
+        kind = device.memory_type(need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        where = device.arena.allocate(kind, False, need.size, need.alignment, f"image {label}")
+        vk.vkBindImageMemory(dev, self.handle, where.memory, where.offset)
+        self._finish(vk, where)
 
     def bind(self, shared: "SharedMemory") -> None:
         """Bind to ``shared`` at offset 0 (``VulkanImage::bind_allocation``), then make the view."""
@@ -154,13 +151,13 @@ class Image:
         self.shared = shared
         self._finish(vk, None)
 
-    def _finish(self, vk: Any, memory: Any) -> None:
+    def _finish(self, vk: Any, where: Range | None) -> None:
         dev = self.device.handle
         self.view = vk.vkCreateImageView(dev, vk.VkImageViewCreateInfo(
             image=self.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_3D if self.dimension == "3d" else vk.VK_IMAGE_VIEW_TYPE_2D,
             format=self.vk_format, subresourceRange=subresource_range(vk)), None)
         destroy = [(vk.vkDestroyImageView, self.view), (vk.vkDestroyImage, self.handle)]
-        owned_by(self.device, weakref.finalize(self, _free, dev, destroy, memory, False))
+        owned_by(self.device, weakref.finalize(self, _free, dev, destroy, self.device.arena, where))
         self.device.queue.to_general(self)
 
     def create_view(self) -> "Image":
@@ -186,12 +183,9 @@ class SharedMemory:
             kind = device._direct
         else:
             kind = device.memory_type(bits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
-        self.memory = vk_call(DeviceLimitError, f"allocate {self.size} bytes for {label}", vk.vkAllocateMemory, dev,
-                              vk.VkMemoryAllocateInfo(allocationSize=self.size, memoryTypeIndex=kind), None)
-        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        flags = device.memory.memoryTypes[kind].propertyFlags
-        self.mapped = vk.vkMapMemory(dev, self.memory, 0, self.size, 0) if (flags & visible) == visible else None
-        owned_by(device, weakref.finalize(self, _free, dev, [], self.memory, self.mapped is not None))
+        where = device.arena.dedicated(kind, self.size, f"{self.size} bytes for {label}")
+        self.memory, self.mapped = where.memory, where.mapped
+        owned_by(device, weakref.finalize(self, _free, dev, [], device.arena, where))
         for user in users:
             user.bind(self)
 
@@ -201,15 +195,35 @@ def subresource_range(vk: Any) -> Any:
                                       baseArrayLayer=0, layerCount=1)
 
 
-def _free(device: Any, destroy: list[tuple[Any, Any]], memory: Any, mapped: bool) -> None:
+def device_arena(device: Any, properties: Any) -> Arena:
+    """The arena of a device (``VkDevice``), given its handle and memory properties (not the device: the device's
+    finalizer holds the arena)."""
+    return Arena(functools.partial(new_memory, device, properties), functools.partial(free_memory, device))
+
+
+def new_memory(device: Any, properties: Any, kind: int, size: int, what: str) -> tuple[Any, Any]:
+    """``kind`` memory of ``size`` bytes, mapped whole where it is host-visible and coherent (``Arena``'s maker)."""
     vk = binding()
+    memory = vk_call(DeviceLimitError, f"allocate {what}", vk.vkAllocateMemory, device,
+                     vk.VkMemoryAllocateInfo(allocationSize=size, memoryTypeIndex=kind), None)
+    visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+    flags = properties.memoryTypes[kind].propertyFlags
+    return memory, vk.vkMapMemory(device, memory, 0, size, 0) if (flags & visible) == visible else None
+
+
+def free_memory(device: Any, memory: Any) -> None:
+    """Free memory (implicitly unmapped)."""
     try:
-        if mapped:
-            vk.vkUnmapMemory(device, memory)
-        for fn, handle in destroy:
-            fn(device, handle, None)
-        if memory is not None:
-            vk.vkFreeMemory(device, memory, None)
+        binding().vkFreeMemory(device, memory, None)
     except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
         pass
 
+
+def _free(device: Any, destroy: list[tuple[Any, Any]], arena: Arena | None, where: Range | None) -> None:
+    try:
+        for fn, handle in destroy:
+            fn(device, handle, None)
+        if where is not None:
+            arena.release(where)
+    except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
+        pass
