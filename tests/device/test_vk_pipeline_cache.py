@@ -65,7 +65,8 @@ def test_save_stores_the_drivers_data_once_it_has_grown(tmp_path, monkeypatch):
     from vkdiff.device.transports import vk_pipeline_cache
 
     store = object.__new__(vk_pipeline_cache.PipelineStore)
-    store.path, store.loaded, store.handle, store.created, store.saved_at = tmp_path / "p.vkpc", b"", None, 0, 0.0
+    store.path, store.loaded, store.handle, store.created, store.saved_at = tmp_path / "pipelines" / "p.vkpc", b"", None, 0, 0.0
+    store.props = PROPS
     monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header())
     store.save(None, None)
     assert not store.path.exists()
@@ -84,6 +85,48 @@ def test_save_stores_the_drivers_data_once_it_has_grown(tmp_path, monkeypatch):
     store.saved_at -= vk_pipeline_cache.SAVE_EVERY_S + 1
     store.made(None, None)
     assert store.path.exists(), "a device making pipelines stores them every SAVE_EVERY_S"
+
+
+class MergingVulkan:
+    """The calls a save makes to merge another process's data: each cache made from data, and each merge."""
+
+    def __init__(self):
+        self.made, self.merged, self.destroyed = [], [], []
+        self.ffi = types.SimpleNamespace(from_buffer=bytes)
+
+    def VkPipelineCacheCreateInfo(self, initialDataSize, pInitialData):
+        return bytes(pInitialData)
+
+    def vkCreatePipelineCache(self, device, info, allocator):
+        self.made.append(info)
+        return f"cache {len(self.made)}"
+
+    def vkMergePipelineCaches(self, device, into, count, sources):
+        self.merged.append((into, list(sources)))
+
+    def vkDestroyPipelineCache(self, device, handle, allocator):
+        self.destroyed.append(handle)
+
+
+def test_save_merges_what_another_process_stored_since_this_one_read(tmp_path, monkeypatch):
+    """Workers of one run share an entry: a save merges the stored data it has not seen before writing, so the
+    last writer does not drop the others' pipelines; data it has seen is not merged again."""
+    from vkdiff.device.transports import vk_pipeline_cache
+
+    store = object.__new__(vk_pipeline_cache.PipelineStore)
+    store.path, store.loaded, store.handle, store.created = tmp_path / "pipelines" / "p.vkpc", b"", "ours", 1
+    store.props = PROPS
+    theirs = _header() + b" theirs"
+    write_entry(store.path, theirs)
+    vk = MergingVulkan()
+    monkeypatch.setattr(vk_pipeline_cache, "_cache_data", lambda vk, device, handle: _header() + b" both")
+    store.save(vk, None)
+    assert vk.made == [theirs] and vk.merged == [("ours", ["cache 1"])] and vk.destroyed == ["cache 1"]
+    assert initial_data(store.path, PROPS) == _header() + b" both"
+    store.created = 1
+    store.save(vk, None)
+    assert len(vk.merged) == 1
+    assert (tmp_path / "locks" / "p.vkpc.lock").exists()
 
 
 def pipelines_run(spv: bytes, cache_dir: str) -> tuple[int, int, int, list[str]]:

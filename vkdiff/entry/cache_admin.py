@@ -17,6 +17,7 @@ folder         entry                      check
 ``include/``   a tree's generated headers manifest; compared with the codegen's (on use)
 ``trees/``     an extracted tree          manifest; compared with its source (on use)
 ``llm/``       a generated checkpoint     manifest of file hashes
+``locks/``     empty lock files           nothing to check (they order processes' writes)
 =============  =========================  ====================================================
 
 A header hash or manifest catches accidental corruption and interrupted writes, not an

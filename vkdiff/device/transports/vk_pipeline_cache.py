@@ -7,10 +7,15 @@ vendor, device id, driver version and ``pipelineCacheUUID``. It is checked twice
 read: the entry's hash, then the Vulkan header (``VkPipelineCacheHeaderVersionOne``),
 which must name this device. An entry failing either is discarded (a cache repair) and
 the run starts with an empty cache; the driver still validates the data it is given.
+
+Several processes share one entry (``vkdiff run --jobs``, pytest-xdist): a save takes a
+lock, merges what another process stored since this one read the entry
+(``vkMergePipelineCaches``), then writes, so no process's pipelines are lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 from pathlib import Path
@@ -71,7 +76,7 @@ class PipelineStore:
     """A device's ``VkPipelineCache``: loaded when the device opens, saved when it closes if pipelines were made."""
 
     def __init__(self, vk: Any, device: Any, physical: Any):
-        props = vk.vkGetPhysicalDeviceProperties(physical)
+        props = self.props = vk.vkGetPhysicalDeviceProperties(physical)
         self.path = entry_path(props)
         self.loaded = initial_data(self.path, props)
         data = vk.ffi.from_buffer(self.loaded) if self.loaded else vk.ffi.NULL
@@ -93,13 +98,47 @@ class PipelineStore:
         self.saved_at = time.monotonic()
         if self.path is None or not self.created:
             return
-        data = _cache_data(vk, device, self.handle)
-        if len(data) > HEADER.size and data != self.loaded:
-            try:
+        try:
+            with _locked(self.path):
+                self._merge_stored(vk, device)
+                data = _cache_data(vk, device, self.handle)
+                if len(data) <= HEADER.size or data == self.loaded:
+                    return
                 write_entry(self.path, data)
-            except OSError:
-                return
-            self.loaded, self.created = data, 0
+        except OSError:
+            return
+        self.loaded, self.created = data, 0
+
+    def _merge_stored(self, vk: Any, device: Any) -> None:
+        """Merge into this cache what another process stored since this one read the entry."""
+        props = self.props
+        stored = initial_data(self.path, props)
+        if not stored or stored == self.loaded:
+            return
+        other = vk.vkCreatePipelineCache(device, vk.VkPipelineCacheCreateInfo(
+            initialDataSize=len(stored), pInitialData=vk.ffi.from_buffer(stored)), None)
+        try:
+            vk.vkMergePipelineCaches(device, self.handle, 1, [other])
+        finally:
+            vk.vkDestroyPipelineCache(device, other, None)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Any:
+    """Hold an exclusive lock on ``path``'s lock file, in the cache's ``locks/`` (where the platform has ``fcntl``)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    folder = path.parent.parent / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{path.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _cache_data(vk: Any, device: Any, handle: Any) -> bytes:
