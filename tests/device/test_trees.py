@@ -350,3 +350,24 @@ def test_a_forged_clone_config_runs_nothing_on_fetch_or_archive(tmp_path):
     tree = trees.resolve_et_src(f"{url}@{commit}")
     assert (tree / GLSL / "marker.glsl").exists() and not marker.exists()
     assert git("config", "--file", str(clone / "config"), "remote.origin.url", cwd=tmp_path) == url
+
+
+@pytest.mark.parametrize("name, kind, links, plain", [
+    ("backends/vulkan/a.glsl", tarfile.REGTYPE, set(), True),
+    ("backends/vulkan", tarfile.DIRTYPE, set(), True),
+    ("./backends/a.glsl", tarfile.REGTYPE, set(), True),
+    ("/etc/passwd", tarfile.REGTYPE, set(), False),
+    ("backends/../../x", tarfile.REGTYPE, set(), False),
+    ("c:/x", tarfile.REGTYPE, set(), False),
+    ("out/x.glsl", tarfile.REGTYPE, {"out"}, False),
+    ("backends/link", tarfile.SYMTYPE, set(), False),
+    ("backends/hard", tarfile.LNKTYPE, set(), False),
+])
+def test_only_members_the_data_filter_keeps_as_they_are_skip_it(tmp_path, name, kind, links, plain):
+    """A member taken as plain must be one ``tarfile.data_filter`` returns unchanged in name and type."""
+    member = tarfile.TarInfo(name)
+    member.type = kind
+    assert trees._plain(member, links) is plain
+    if plain and hasattr(tarfile, "data_filter"):
+        kept = tarfile.data_filter(member, str(tmp_path))
+        assert (kept.name, kept.type) == (member.name, member.type)

@@ -403,13 +403,17 @@ def _sha256(data: bytes) -> str:
 def _tarball_files(archive: Path, dest: Path) -> TreeFiles:
     """What ``extractall(filter="data")`` writes for each member, by digest (members it refuses are left out)."""
     found: TreeFiles = {}
+    links: set[str] = set()
     keep = getattr(tarfile, "data_filter", lambda member, path: member)
     with tarfile.open(archive, "r|*") as tar:
         for member in tar:
-            try:
-                member = keep(member, str(dest))
-            except tarfile.FilterError:
-                continue
+            if member.issym() or member.islnk():
+                links.add(os.path.normpath(member.name))
+            if not _plain(member, links):
+                try:
+                    member = keep(member, str(dest))
+                except tarfile.FilterError:
+                    continue
             name = os.path.normpath(member.name)
             if member.isfile():
                 found[name] = (False, _stream_digest(tar.extractfile(member)))
@@ -418,6 +422,16 @@ def _tarball_files(archive: Path, dest: Path) -> TreeFiles:
             elif member.islnk() and os.path.normpath(member.linkname) in found:
                 found[name] = found[os.path.normpath(member.linkname)]
     return found
+
+
+def _plain(member: tarfile.TarInfo, links: set[str]) -> bool:
+    """A regular file or folder with a relative name that never climbs out and no link among its parents: the data
+    filter writes it as it is, so it need not run (it resolves real paths, 0.2 s of a first verdict for a tree's
+    850 members)."""
+    parts = member.name.replace("\\", "/").split("/")
+    return ((member.isfile() or member.isdir()) and not member.name.startswith(("/", "\\"))
+            and ":" not in member.name and ".." not in parts
+            and not any(os.path.normpath("/".join(parts[:i])) in links for i in range(1, len(parts))))
 
 
 def _stream_digest(handle) -> str:
@@ -523,25 +537,31 @@ def _compare(folder: Path, expected: TreeFiles, digest: Callable[[bytes], str], 
     """Raise ``CacheCorruptError`` unless ``folder`` holds exactly ``expected`` (bytecode is deleted first)."""
     found = _present(folder)
     for rel in sorted(set(found) | set(expected)):
-        path = folder / rel
+        path = os.path.join(folder, rel)
         if rel not in expected:
-            raise CacheCorruptError(path, f"not in {source}")
+            raise CacheCorruptError(Path(path), f"not in {source}")
         if rel not in found:
-            raise CacheCorruptError(path, f"missing ({source} has it)")
+            raise CacheCorruptError(Path(path), f"missing ({source} has it)")
         link, want = expected[rel]
-        if found[rel] != link or digest(os.readlink(path).encode() if link else path.read_bytes()) != want:
-            raise CacheCorruptError(path, f"differs from {source}")
+        if link:
+            data = os.readlink(path).encode()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        if found[rel] != link or digest(data) != want:
+            raise CacheCorruptError(Path(path), f"differs from {source}")
 
 
 def _present(folder: Path) -> dict[str, bool]:
     """Relative path → is a symbolic link, for every file and link below ``folder`` (the manifest left out)."""
     present: dict[str, bool] = {}
+    root = os.path.join(folder, "")
     for top, dirs, files in os.walk(folder):
         if "__pycache__" in dirs:
-            shutil.rmtree(Path(top, "__pycache__"))
+            shutil.rmtree(os.path.join(top, "__pycache__"))
             dirs.remove("__pycache__")
-        for name in files + [d for d in dirs if Path(top, d).is_symlink()]:
-            path = Path(top, name)
-            present[str(path.relative_to(folder))] = path.is_symlink()
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            path = os.path.join(top, name)
+            present[path[len(root):]] = os.path.islink(path)
     present.pop(MANIFEST, None)
     return present
