@@ -142,8 +142,9 @@ def linear_q4gsw_as(x: np.ndarray, weights: np.ndarray, scales: np.ndarray, grou
     k = x.shape[-1]
     codes = unpack_int4_linear(weights, k).astype(np.float64)
     n = codes.shape[0]
-    per_k = np.repeat(np.asarray(scales, np.float64)[:, :n].T, group_size, axis=1)
-    w = codes * per_k if accumulate == "float32" else round_to(codes * per_k, accumulate)
+    per_group = np.asarray(scales, np.float64)[:, :n].T[:, :, None]
+    w = (codes.reshape(n, -1, group_size) * per_group).reshape(n, k)
+    w = w if accumulate == "float32" else round_to(w, accumulate)
     value, slack = dot_as(x.reshape(-1, k), w, accumulate=accumulate, lanes=lanes, fused=fused)
     value, slack = _add_bias(value, slack, bias, accumulate)
     return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)

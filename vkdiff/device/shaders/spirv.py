@@ -348,7 +348,7 @@ def spec_constant_types(spv: bytes) -> dict[int, tuple[str, int]]:
 def _spec_constant_types(spv: bytes) -> tuple[tuple[int, tuple[str, int]], ...]:
     """Parsed once per module: pipelines of one variant differ only in their constants."""
     words = words_of(spv)
-    module = _Module(words)
+    module = _parsed(spv)
     ids = {target: values[0] for target, decos in module.decorations.items()
            for kind, values in decos.items() if kind == DEC_SPEC_ID}
     found: dict[int, tuple[str, int]] = {}
@@ -367,9 +367,15 @@ def reflect(spv: bytes) -> Reflection:
     return _reflect(bytes(spv))
 
 
+@functools.lru_cache(maxsize=4)
+def _parsed(spv: bytes) -> "_Module":
+    """A module parsed once for both its reflection and its constants' types (asked for one after the other)."""
+    return _Module(words_of(spv))
+
+
 @functools.lru_cache(maxsize=1024)
 def _reflect(spv: bytes) -> Reflection:
-    module = _Module(words_of(spv))
+    module = _parsed(spv)
     bindings, immediate_size = [], 0
     for type_id, var, storage in module.variables:
         pointee = module.pointee(type_id)
