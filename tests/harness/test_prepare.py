@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 
 from vkdiff.cases.kernels import all_cases
@@ -23,6 +24,7 @@ def test_stream_keeps_order_and_prepares_each_data_id_once(monkeypatch):
         return case.data_id
 
     monkeypatch.setattr(references, "prepare_case", fake_prepare)
+    monkeypatch.setattr(references, "prepare_smaller", lambda *args: None)
     streamed = list(references.prepared_stream(CASES, ahead=1))
     assert [case for case, _ in streamed] == CASES
     assert all(prepared == case.data_id for case, prepared in streamed)
@@ -39,6 +41,7 @@ def test_failed_preparation_yields_none_and_the_stream_goes_on(monkeypatch):
         return case.data_id
 
     monkeypatch.setattr(references, "prepare_case", fake_prepare)
+    monkeypatch.setattr(references, "prepare_smaller", lambda *args: None)
     streamed = dict((case.id, prepared) for case, prepared in references.prepared_stream(CASES))
     assert {cid for cid, p in streamed.items() if p is None} == {c.id for c in CASES if c.data_id == bad}
     assert len(streamed) == len(CASES)
@@ -47,6 +50,7 @@ def test_failed_preparation_yields_none_and_the_stream_goes_on(monkeypatch):
 @pytest.mark.parametrize("ahead", [0, 5])
 def test_lookahead_does_not_change_what_is_yielded(monkeypatch, ahead):
     monkeypatch.setattr(references, "prepare_case", lambda case, session_seed=0: (case.data_id, session_seed))
+    monkeypatch.setattr(references, "prepare_smaller", lambda *args: None)
     streamed = list(references.prepared_stream(CASES, session_seed=7, ahead=ahead))
     assert streamed == [(c, (c.data_id, 7)) for c in CASES]
 
@@ -59,3 +63,19 @@ def test_lookahead_does_not_change_what_is_yielded(monkeypatch, ahead):
 def test_exceptions_map_to_statuses(exc, status):
     got, reason = status_of_exception(exc)
     assert got.name == status and reason
+
+
+def test_smaller_runs_references_are_prepared_ahead_as_the_run_would_compute_them():
+    """The reference thread also computes each smaller run's reference, with the same draw and kept constants as
+    ``run_smaller`` would on the device thread."""
+    import vkdiff.device.launchers  # noqa: F401 - registers the launchers whose constants are kept
+    from vkdiff.cases.kernels import below_bound
+
+    case = all_cases(r"^convolution\[C5-H9-W11-O7-K3-s1-p1-d1-g1-fp32-texture3d-channels-direct-bias\]$")[0]
+    prepared = references._timed_prepare(case, 3)
+    smaller = below_bound(case)
+    assert smaller and list(prepared.smaller) == [s.data_id for s in smaller]
+    for small in smaller:
+        again = references.prepared_for(small, references.smaller_args(small, prepared, prepared.smaller_constants, 3))
+        assert np.array_equal(prepared.smaller[small.data_id].expected, again.expected)
+        assert prepared.smaller[small.data_id].args["weight"] is prepared.args["weight"], "a constant is kept"

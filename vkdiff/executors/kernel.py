@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from vkdiff.cases.kernels import KernelCase, below_bound, suite_of
+from vkdiff.cases.kernels import KernelCase, below_bound
 from vkdiff.device.runtime.context import DeviceContext
 from vkdiff.device.graph import Launch
 from vkdiff.executors.bits import differing_elements, outputs
 from vkdiff.executors.op_graph import OpGraph, ResizeError
 from vkdiff.executors.references import (Envelope, Models, Prepared, compute_dtype, contractions, emulation, envelope,
-                                         prepare_case, prepared_for)
+                                         prepare_case, prepared_for, smaller_args)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -132,13 +132,14 @@ def run_kernel(ctx: DeviceContext, case: KernelCase, *, session_seed: int = 0, r
 
 def run_smaller(run: KernelRun, graph: OpGraph, prepared: Prepared, session_seed: int) -> None:
     """Run the graph built for the case again at each smaller size (``below_bound``), resized as ET-VK's backend
-    does: each draws its own graph inputs and keeps the built constants and scalars."""
+    does: each draws its own graph inputs and keeps the built constants and scalars (references computed ahead
+    where the reference thread has them, ``prepare_smaller``)."""
     case = run.case
+    constants = graph.launcher.constants
+    ahead = prepared.smaller if prepared.smaller_constants == constants else {}
     for small in below_bound(case):
-        drawn = suite_of(small).make_args(small, np.random.default_rng(small.seed(session_seed)))
-        args = {name: prepared.args[name] if name in graph.launcher.constants else value
-                for name, value in drawn.items()}
-        expected = prepared_for(small, args)
+        expected = ahead.get(small.data_id) or prepared_for(small, smaller_args(small, prepared, constants,
+                                                                                 session_seed))
         wanted = [tuple(np.shape(e)) for e in outputs(expected.expected)]
         try:
             graph.resize(expected.args)

@@ -55,6 +55,10 @@ class Prepared:
     """Elements whose finite reference the output dtype cannot hold, made ±inf in ``expected`` (None: none)."""
     emulations: dict[Arithmetic, Models | None] = dataclasses.field(default_factory=dict)
     """The reference with each declared arithmetic met so far (None: the op has no emulation)."""
+    smaller: dict[str, "Prepared"] = dataclasses.field(default_factory=dict)
+    """The references of the case's smaller runs by data id, computed ahead with ``smaller_constants`` kept
+    (``prepare_smaller``); a smaller run not here is computed when it runs."""
+    smaller_constants: frozenset[str] = frozenset()
     envelopes: dict[str, Envelope | None] = dataclasses.field(default_factory=dict)
     """The spec envelope per launched variant (``:relaxed`` appended where its SPIR-V is mediump; None: no liberty
     can move the output)."""
@@ -105,6 +109,31 @@ def overflowed(expected: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.nd
     return (np.where(beyond, cast.astype(np.float64), expected), beyond) if beyond.any() else (expected, None)
 
 
+def smaller_args(small: KernelCase, prepared: Prepared, constants: frozenset[str], session_seed: int) -> dict[str, Any]:
+    """A smaller run's arguments: its own draw, with the graph's constants kept from the case's (a built graph is
+    resized, its prepacked constants stay)."""
+    drawn = suite_of(small).make_args(small, np.random.default_rng(small.seed(session_seed)))
+    return {name: prepared.args[name] if name in constants else value for name, value in drawn.items()}
+
+
+def prepare_smaller(case: KernelCase, prepared: Prepared, session_seed: int) -> None:
+    """The smaller runs' references into ``prepared.smaller``, where every launcher of the op keeps the same
+    constants (else, or where one raises, they are computed when they run, which reports why)."""
+    from vkdiff.cases.kernels import below_bound
+    from vkdiff.device.launchers.registry import LAUNCHERS
+
+    kept = {launcher.constants for launcher in LAUNCHERS.get(case.op, [])}
+    if len(kept) != 1:
+        return
+    prepared.smaller_constants = constants = kept.pop()
+    for small in below_bound(case):
+        try:
+            prepared.smaller[small.data_id] = prepared_for(small, smaller_args(small, prepared, constants,
+                                                                               session_seed))
+        except Exception:  # the smaller run computes it again and records why
+            return
+
+
 def prepare_or_none(case: KernelCase, session_seed: int = 0) -> Prepared | None:
     """``prepare_case``, or None when it raises: ``run_kernel`` then prepares again and the verdict records why."""
     try:
@@ -140,7 +169,10 @@ _OVERLAP_LOCK = threading.Lock()
 def _timed_prepare(case: KernelCase, session_seed: int) -> Prepared | None:
     tick = time.perf_counter()
     try:
-        return prepare_or_none(case, session_seed)
+        prepared = prepare_or_none(case, session_seed)
+        if prepared is not None:
+            prepare_smaller(case, prepared, session_seed)
+        return prepared
     finally:
         with _OVERLAP_LOCK:
             OVERLAP.preparing += time.perf_counter() - tick
