@@ -45,6 +45,40 @@ def test_a_dead_workers_chunk_reruns_here_and_the_order_holds(monkeypatch):
     assert _rows(got) == _rows(parallel.run_alone(runner, cases))
 
 
+class BreaksOnSubmit:
+    """A pool whose third submit finds it broken (a worker died between submits), as a loaded machine shows."""
+
+    submits = 0
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def submit(self, fn, chunk):
+        import concurrent.futures
+        from concurrent.futures.process import BrokenProcessPool
+
+        BreaksOnSubmit.submits += 1
+        if BreaksOnSubmit.submits == 3:
+            raise BrokenProcessPool("a worker died")
+        future = concurrent.futures.Future()
+        future.set_result(parallel.run_alone(RUNNER, chunk))
+        return future
+
+    def shutdown(self, **kwargs):
+        pass
+
+
+RUNNER = Runner(tree=TreeChoice(path=None, note="no tree (test)"), adapters=[])
+
+
+def test_a_pool_found_broken_at_submit_reruns_the_chunk_here(monkeypatch):
+    cases = all_cases(r"^add\[")[:5 * parallel.CHUNK]
+    monkeypatch.setattr(parallel.concurrent.futures, "ProcessPoolExecutor", BreaksOnSubmit)
+    got = list(parallel.run_parallel(cases, RUNNER, 1))
+    assert _rows(got) == _rows(parallel.run_alone(RUNNER, cases))
+    assert BreaksOnSubmit.submits > 3, "a fresh pool took the chunks after the broken one"
+
+
 @requires_vulkan
 @requires_tree
 def test_workers_give_the_serial_verdicts_in_case_order(et_tree):

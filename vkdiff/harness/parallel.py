@@ -100,11 +100,16 @@ def run_parallel(cases: Sequence[KernelCase], runner: Any, jobs: int,
         in_flight: collections.deque = collections.deque()
         try:
             while done < len(chunks):
-                while len(in_flight) < 2 * jobs and done + len(in_flight) < len(chunks):
-                    in_flight.append(pool.submit(_run_chunk, chunks[done + len(in_flight)]))
+                try:
+                    while len(in_flight) < 2 * jobs and done + len(in_flight) < len(chunks):
+                        in_flight.append(pool.submit(_run_chunk, chunks[done + len(in_flight)]))
+                except BrokenProcessPool:
+                    pass  # a worker died before this submit: the chunk at the head fails below
                 if stop():
                     return
                 try:
+                    if not in_flight:
+                        raise BrokenProcessPool("the pool broke before the chunk was submitted")
                     results = in_flight.popleft().result()
                 except BrokenProcessPool:
                     yield from run_alone(runner, chunks[done])
