@@ -12,6 +12,7 @@ barrier (what wgpu inserts, so both transports order work alike; ET-VK's own bar
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import struct
 from typing import Any, Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from vkdiff.device.transports.raw_vulkan import SUBGROUP_OPERATIONS, binding
 from vkdiff.device.transports.validation import LAYER_MESSAGES
 from vkdiff.device.transports.vk_descriptors import DescriptorPools
 from vkdiff.device.transports.vk_memory import (TEXEL_BYTES, WAIT_NS, WHOLE_SIZE, Buffer, Image, owned_by, subresource_range,
-                                     vk_call)
+                                                vk_call, vk_result)
 
 VkDevice = Any
 """``vk_device.VkDevice`` (which imports this module)."""
@@ -222,6 +223,8 @@ class BindGroup:
         for kind in layout.types.values():
             counts[kind] = counts.get(kind, 0) + 1
         pool, self.handle = device.descriptors.allocate(layout.handle, counts)
+        self.sets = vk.ffi.new("VkDescriptorSet[1]", [self.handle])
+        """The set as the array ``vkCmdBindDescriptorSets`` takes."""
         owned_by(device, weakref.finalize(self, device.descriptors.release, pool))
         self.resources = [e["resource"] for e in entries]
         """Kept alive as long as the set can be bound."""
@@ -287,13 +290,13 @@ class ComputePass:
 
         def record(cb: Any) -> None:
             vk = binding()
-            vk.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
-            vk.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [group.handle],
-                                       0, None)
+            vk.lib.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
+            vk.lib.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, group.sets, 0,
+                                           vk.ffi.NULL)
             if data:
                 vk.vkCmdPushConstants(cb, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(data),
                                       vk.ffi.from_buffer(data))
-            vk.vkCmdDispatch(cb, int(x), int(y), int(z))
+            vk.lib.vkCmdDispatch(cb, int(x), int(y), int(z))
 
         self.encoder.ops.append(record)
 
@@ -417,18 +420,23 @@ def layer_errors(messages: Sequence[tuple[int, str, str]], what: str) -> None:
     raise DispatchError(said)
 
 
+@functools.lru_cache(maxsize=None)
+def _barriers(vk: Any) -> tuple[Any, Any]:
+    """The two memory barriers every submission records, made once (the binding's struct wrappers cost 15 µs each)."""
+    return tuple(vk.ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                                  "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT, "dstAccessMask": dst})
+                 for dst in (vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT))
+
+
 def full_barrier(vk: Any, cb: Any) -> None:
     """Every earlier write available and visible to every later access (what wgpu's tracker amounts to here)."""
-    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1,
-                            [vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                                dstAccessMask=vk.VK_ACCESS_MEMORY_READ_BIT
-                                                | vk.VK_ACCESS_MEMORY_WRITE_BIT)], 0, None, 0, None)
+    vk.lib.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1,
+                                _barriers(vk)[0], 0, vk.ffi.NULL, 0, vk.ffi.NULL)
 
 
 def _to_host(vk: Any, cb: Any) -> None:
-    vk.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                            [vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
-                                                dstAccessMask=vk.VK_ACCESS_HOST_READ_BIT)], 0, None, 0, None)
+    vk.lib.vkCmdPipelineBarrier(cb, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                                _barriers(vk)[1], 0, vk.ffi.NULL, 0, vk.ffi.NULL)
 
 
 class Queue:
@@ -447,6 +455,14 @@ class Queue:
         self.pool = vk.vkCreateCommandPool(dev, vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=device.family, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
         self.fence = vk.vkCreateFence(dev, vk.VkFenceCreateInfo(), None)
+        self._fences = vk.ffi.new("VkFence[1]", [self.fence])
+        self._allocate = vk.ffi.new("VkCommandBufferAllocateInfo *", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.pool,
+            "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+        self._begin = {keep: vk.ffi.new("VkCommandBufferBeginInfo *", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": 0 if keep else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT}) for keep in (False, True)}
+        """What every submission's calls take, made once: the hot path calls the binding's ``lib`` directly."""
         self.pending: list[Record] = []
         """Deferred uploads and layout transitions, in order (their closures keep their staging buffers alive)."""
 
@@ -463,12 +479,12 @@ class Queue:
         dev = self.device.handle
         head, self.pending = self.pending, []
         seen = len(LAYER_MESSAGES)  # the layer reports hazards within a command buffer as they are recorded
-        cb = vk.vkAllocateCommandBuffers(dev, vk.VkCommandBufferAllocateInfo(
-            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        recorded = Recorded(self, cb, ops) if keep else None
+        cbs = vk.ffi.new("VkCommandBuffer[1]")
+        vk_result(vk.lib.vkAllocateCommandBuffers(dev, self._allocate, cbs), DispatchError, f"{what}: command buffer")
+        cb = cbs[0]
+        recorded = Recorded(self, cbs, ops) if keep else None
         try:
-            vk.vkBeginCommandBuffer(cb, vk.VkCommandBufferBeginInfo(
-                flags=0 if keep else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            vk.lib.vkBeginCommandBuffer(cb, self._begin[keep])
             for record in head:
                 record(cb)
                 full_barrier(vk, cb)
@@ -477,11 +493,11 @@ class Queue:
                     full_barrier(vk, cb)
                 record(cb)
             _to_host(vk, cb)
-            vk.vkEndCommandBuffer(cb)
-            self._submit(vk, cb, what, seen)
+            vk_result(vk.lib.vkEndCommandBuffer(cb), DispatchError, what)
+            self._submit(vk, cbs, what, seen)
         finally:
             if recorded is None:
-                vk.vkFreeCommandBuffers(dev, self.pool, 1, [cb])
+                vk.lib.vkFreeCommandBuffers(dev, self.pool, 1, cbs)
         return recorded
 
     def flush(self, what: str = "upload") -> None:
@@ -492,24 +508,23 @@ class Queue:
     def resubmit(self, recorded: "Recorded", what: str = "resubmission") -> None:
         """Submit a kept command buffer again and wait (``submit_deferred_cmds_and_wait``)."""
         self.flush()
-        self._submit(binding(), recorded.handle, what, len(LAYER_MESSAGES))
+        self._submit(binding(), recorded.handles, what, len(LAYER_MESSAGES))
 
-    def _submit(self, vk: Any, cb: Any, what: str, seen: int) -> None:
-        vk_call(DispatchError, what, vk.vkQueueSubmit, self.handle, 1, [vk.VkSubmitInfo(pCommandBuffers=[cb])],
-                self.fence)
+    def _submit(self, vk: Any, cbs: Any, what: str, seen: int) -> None:
+        """Submit the one command buffer of the array ``cbs`` and wait for it."""
+        info = vk.ffi.new("VkSubmitInfo *", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+                                             "pCommandBuffers": cbs})
+        vk_result(vk.lib.vkQueueSubmit(self.handle, 1, info, self.fence), DispatchError, what)
         with watchdog.waiting(what):
             self._wait(vk, self.device.handle, what)
         layer_errors(LAYER_MESSAGES[seen:], what)
 
     def _wait(self, vk: Any, dev: Any, what: str) -> None:
-        while True:
-            try:
-                vk_call(DispatchError, what, vk.vkWaitForFences, dev, 1, [self.fence], vk.VK_TRUE, WAIT_NS)
-                break
-            except DispatchError as exc:
-                if "VkTimeout" not in str(exc):
-                    raise
-        vk.vkResetFences(dev, 1, [self.fence])
+        """Wait for the fence (a hang is the watchdog's to report, so waits repeat), then reset it."""
+        while (result := vk.lib.vkWaitForFences(dev, 1, self._fences, vk.VK_TRUE, WAIT_NS)) == vk.VK_TIMEOUT:
+            pass
+        vk_result(result, DispatchError, what)
+        vk.lib.vkResetFences(dev, 1, self._fences)
 
     def submit(self, command_lists: Sequence[list[Record]], keep: bool = False) -> "Recorded | None":
         exact = bool(command_lists) and all(getattr(ops, "exact", False) for ops in command_lists)
@@ -587,15 +602,17 @@ class Recorded:
     """A kept command buffer, with what it records (whose closures keep its resources alive); freed when
     unreferenced."""
 
-    def __init__(self, queue: Queue, handle: Any, ops: Sequence[Record]):
+    def __init__(self, queue: Queue, handles: Any, ops: Sequence[Record]):
         import weakref
 
-        self.handle, self.ops = handle, list(ops)
-        owned_by(queue.device, weakref.finalize(self, _free_command_buffer, queue.device.handle, queue.pool, handle))
+        self.handles, self.ops = handles, list(ops)
+        """``handles``: the command buffer as a one-element array (what submitting and freeing it take)."""
+        self.handle = handles[0]
+        owned_by(queue.device, weakref.finalize(self, _free_command_buffer, queue.device.handle, queue.pool, handles))
 
 
-def _free_command_buffer(device: Any, pool: Any, handle: Any) -> None:
+def _free_command_buffer(device: Any, pool: Any, handles: Any) -> None:
     try:
-        binding().vkFreeCommandBuffers(device, pool, 1, [handle])
+        binding().lib.vkFreeCommandBuffers(device, pool, 1, handles)
     except Exception:  # noqa: BLE001 - at interpreter exit the loader may already be gone
         pass

@@ -43,6 +43,18 @@ def vk_call(error_type: type, what: str, fn: Any, *args: Any) -> Any:
         raise error_type(f"{what}: {type(exc).__name__}") from None
 
 
+def vk_result(result: int, error_type: type, what: str) -> None:
+    """``vk_call`` for a call made on the binding's ``lib`` directly (hot paths: the wrappers convert every argument
+    in Python): a result other than ``VK_SUCCESS`` raises as ``vk_call`` would."""
+    if result == 0:
+        return
+    vk = binding()
+    exc = vk.exception_codes.get(result)
+    if exc is vk.VkErrorDeviceLost:
+        raise DeviceLostError(f"{what}: device lost: VK_ERROR_DEVICE_LOST")
+    raise error_type(f"{what}: {exc.__name__ if exc is not None else f'VkResult {result}'}")
+
+
 def owned_by(device: Any, finalizer: weakref.finalize) -> None:
     """Register a resource's finalizer with its device, which runs every live one before it destroys itself (a
     garbage collection that frees a device and its resources together runs their finalizers in any order)."""
@@ -63,14 +75,18 @@ class Buffer:
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         dev = device.handle
-        self.handle = vk_call(DispatchError, f"create buffer {label}", vk.vkCreateBuffer, dev, vk.VkBufferCreateInfo(
-            size=max(size, 4), usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
-        self.requirements = vk.vkGetBufferMemoryRequirements(dev, self.handle)
+        out = vk.ffi.new("VkBuffer *")
+        vk_result(vk.lib.vkCreateBuffer(dev, vk.ffi.new("VkBufferCreateInfo *", {
+            "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": max(size, 4), "usage": usage,
+            "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE}), vk.ffi.NULL, out), DispatchError, f"create buffer {label}")
+        self.handle = out[0]
+        self.requirements = vk.ffi.new("VkMemoryRequirements *")
+        vk.lib.vkGetBufferMemoryRequirements(dev, self.handle, self.requirements)
         self.shared: SharedMemory | None = None
         self.mapped: Any = None
         """The whole buffer as a writable byte view, or None (then reads and writes are staged)."""
         if shared:
-            owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], None, None))
+            owned_by(device, weakref.finalize(self, _free, dev, [(vk.lib.vkDestroyBuffer, self.handle)], None, None))
             return
         need = self.requirements
         if host:
@@ -80,9 +96,11 @@ class Buffer:
         else:
             kind = device.memory_type(need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
         where = device.arena.allocate(kind, True, need.size, need.alignment, f"{size} bytes for {label or 'a buffer'}")
-        vk.vkBindBufferMemory(dev, self.handle, where.memory, where.offset)
+        vk_result(vk.lib.vkBindBufferMemory(dev, self.handle, where.memory, where.offset), DispatchError,
+                  f"bind memory of {label or 'a buffer'}")
         self.mapped = None if where.mapped is None else where.mapped[:max(size, 4)]
-        owned_by(device, weakref.finalize(self, _free, dev, [(vk.vkDestroyBuffer, self.handle)], device.arena, where))
+        owned_by(device, weakref.finalize(self, _free, dev, [(vk.lib.vkDestroyBuffer, self.handle)], device.arena,
+                                          where))
 
     def bind(self, shared: "SharedMemory") -> None:
         """Bind to ``shared`` at offset 0 (``VulkanBuffer::bind_allocation``)."""
