@@ -222,25 +222,37 @@ class BindGroup:
         counts: dict[int, int] = {}
         for kind in layout.types.values():
             counts[kind] = counts.get(kind, 0) + 1
-        pool, self.handle = device.descriptors.allocate(layout.handle, counts)
-        self.sets = vk.ffi.new("VkDescriptorSet[1]", [self.handle])
-        """The set as the array ``vkCmdBindDescriptorSets`` takes."""
+        pool, self.sets = device.descriptors.allocate(layout.handle, counts)
+        """The set as the one-element array ``vkCmdBindDescriptorSets`` takes."""
+        self.handle = self.sets[0]
         owned_by(device, weakref.finalize(self, device.descriptors.release, pool))
         self.resources = [e["resource"] for e in entries]
         """Kept alive as long as the set can be bound."""
-        writes = [self._write(vk, device, layout.types[e["binding"]], e) for e in entries]
-        if writes:
-            vk.vkUpdateDescriptorSets(device.handle, len(writes), writes, 0, None)
+        if entries:
+            self._write_all(vk, device, layout, entries)
 
-    def _write(self, vk: Any, device: VkDevice, kind: int, entry: dict) -> Any:
-        resource = entry["resource"]
-        common = dict(dstSet=self.handle, dstBinding=entry["binding"], descriptorCount=1, descriptorType=kind)
-        if isinstance(resource, dict):
-            return vk.VkWriteDescriptorSet(**common, pBufferInfo=[vk.VkDescriptorBufferInfo(
-                buffer=resource["buffer"].handle, offset=int(resource.get("offset", 0)), range=int(resource["size"]))])
-        sampler = device.sampler if kind == vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER else vk.VK_NULL_HANDLE
-        return vk.VkWriteDescriptorSet(**common, pImageInfo=[vk.VkDescriptorImageInfo(
-            sampler=sampler, imageView=resource.view, imageLayout=vk.VK_IMAGE_LAYOUT_GENERAL)])
+    def _write_all(self, vk: Any, device: VkDevice, layout: SetLayout, entries: Sequence[dict]) -> None:
+        """One ``vkUpdateDescriptorSets`` for every entry, its structs filled in place."""
+        ffi = vk.ffi
+        writes = ffi.new("VkWriteDescriptorSet[]", len(entries))
+        infos = []
+        for write, entry in zip(writes, entries):
+            resource, kind = entry["resource"], layout.types[entry["binding"]]
+            write.sType, write.dstSet, write.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, self.handle, \
+                entry["binding"]
+            write.descriptorCount, write.descriptorType = 1, kind
+            if isinstance(resource, dict):
+                info = ffi.new("VkDescriptorBufferInfo *", {"buffer": resource["buffer"].handle,
+                                                             "offset": int(resource.get("offset", 0)),
+                                                             "range": int(resource["size"])})
+                write.pBufferInfo = info
+            else:
+                sampler = device.sampler if kind == vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER else ffi.NULL
+                info = ffi.new("VkDescriptorImageInfo *", {"sampler": sampler, "imageView": resource.view,
+                                                            "imageLayout": vk.VK_IMAGE_LAYOUT_GENERAL})
+                write.pImageInfo = info
+            infos.append(info)
+        vk.lib.vkUpdateDescriptorSets(device.handle, len(entries), writes, 0, ffi.NULL)
 
 
 def descriptor_pools(device: Any) -> DescriptorPools:
@@ -255,9 +267,13 @@ def descriptor_pools(device: Any) -> DescriptorPools:
                        None)
 
     def allocate(pool: Any, layout: Any) -> Any:
-        return vk_call(DispatchError, "descriptor set", vk.vkAllocateDescriptorSets, device,
-                       vk.VkDescriptorSetAllocateInfo(descriptorPool=pool, descriptorSetCount=1,
-                                                      pSetLayouts=[layout]))[0]
+        """The set as a one-element array."""
+        layouts, sets = vk.ffi.new("VkDescriptorSetLayout[1]", [layout]), vk.ffi.new("VkDescriptorSet[1]")
+        info = vk.ffi.new("VkDescriptorSetAllocateInfo *", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pool,
+            "descriptorSetCount": 1, "pSetLayouts": layouts})
+        vk_result(vk.lib.vkAllocateDescriptorSets(device, info, sets), DispatchError, "descriptor set")
+        return sets
 
     return DescriptorPools(make, lambda pool: vk.vkResetDescriptorPool(device, pool, 0),
                            lambda pool: vk.vkDestroyDescriptorPool(device, pool, None), allocate, types)

@@ -38,7 +38,7 @@ class Pool:
 
 class DescriptorPools:
     """The pools of one device: ``make_pool(sizes, sets) -> handle``, ``reset_pool(handle)``,
-    ``destroy_pool(handle)``, ``allocate_set(pool, layout) -> set``."""
+    ``destroy_pool(handle)``, ``allocate_set(pool, layout) -> set`` (in whatever form the transport binds it)."""
 
     def __init__(self, make_pool: Callable, reset_pool: Callable, destroy_pool: Callable, allocate_set: Callable,
                  types: tuple[int, ...]):
