@@ -211,3 +211,26 @@ def test_model_repro_command_runs_and_reproduces(tmp_path, monkeypatch):
     again = _run_repro(repro_command(case, "cpu", None), tmp_path / "again.jsonl", tmp_path)
     assert {r.case for r in again} == {case.id}
     assert {r.rule: r.status for r in again if r.device == "cpu"} == {rule: "PASS" for rule in case.rules}
+
+
+def test_a_reader_that_goes_away_ends_the_listing_quietly():
+    """``vkdiff run --list | head -1``: SIGPIPE's status, no traceback."""
+    import subprocess
+    import sys
+
+    listing = subprocess.Popen([sys.executable, "-m", "vkdiff.entry.cli", "run", "--list", "--suite", "kernels"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert listing.stdout.readline().strip()
+    listing.stdout.close()
+    assert listing.wait(timeout=60) == 141
+    assert listing.stderr.read() == b""
+
+
+def test_the_command_line_leaves_sigpipe_ignored_in_its_process():
+    """An in-process caller (a test session, a ``--jobs`` parent) keeps SIGPIPE ignored: a write to a dead worker's
+    pipe is then an error the process pool handles, not the caller's death (an xdist worker died so)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGPIPE)
+    assert cli.main(["run", "--list", "--cases", r"^add\[B1-H7-W64-fp32-buffer\]$"]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == before == signal.SIG_IGN

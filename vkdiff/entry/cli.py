@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Sequence
@@ -30,7 +31,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    """The command line. A reader of stdout that goes away (``vkdiff ... | head``) ends it quietly with SIGPIPE's
+    status; SIGPIPE itself stays ignored, so a write to a dead ``--jobs`` worker's pipe is an error the pool
+    handles, not the death of the whole run (and of an in-process caller, such as a test session)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + signal.SIGPIPE
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe with no reader left (the broken pipe was ours to print to, not another's)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no real stdout
+        return False
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
