@@ -255,6 +255,11 @@ class BindGroup:
         vk.lib.vkUpdateDescriptorSets(device.handle, len(entries), writes, 0, ffi.NULL)
 
 
+def buffer_copy(source: int, destination: int, size: int) -> Any:
+    """One ``VkBufferCopy`` region, as the binding's ``lib`` takes it."""
+    return binding().ffi.new("VkBufferCopy *", {"srcOffset": source, "dstOffset": destination, "size": size})
+
+
 def descriptor_pools(device: Any) -> DescriptorPools:
     """The shared descriptor pools of a device, given its handle (``VkDevice``'s finalizer holds them)."""
     vk = binding()
@@ -334,9 +339,8 @@ class Encoder:
 
     def copy_buffer_to_buffer(self, source: Buffer, source_offset: int, destination: Buffer, destination_offset: int,
                               size: int) -> None:
-        region = dict(srcOffset=int(source_offset), dstOffset=int(destination_offset), size=int(size))
-        self.ops.append(lambda cb: binding().vkCmdCopyBuffer(cb, source.handle, destination.handle, 1,
-                                                             [binding().VkBufferCopy(**region)]))
+        region = buffer_copy(int(source_offset), int(destination_offset), int(size))
+        self.ops.append(lambda cb: binding().lib.vkCmdCopyBuffer(cb, source.handle, destination.handle, 1, region))
 
     def copy_texture_to_texture(self, source: dict, destination: dict, size: Sequence[int]) -> None:
         src, dst = source["texture"], destination["texture"]
@@ -560,26 +564,27 @@ class Queue:
             return
         staging = Buffer(self.device, raw.size, "staging", host=True)
         staging.mapped[0:raw.size] = raw.tobytes()
-        region = binding().VkBufferCopy(srcOffset=0, dstOffset=int(buffer_offset), size=raw.size)
-        self.pending.append(lambda cb: binding().vkCmdCopyBuffer(cb, staging.handle, buffer.handle, 1, [region]))
+        region = buffer_copy(0, int(buffer_offset), raw.size)
+        self.pending.append(lambda cb: binding().lib.vkCmdCopyBuffer(cb, staging.handle, buffer.handle, 1, region))
 
     def read_buffer(self, buffer: Buffer, buffer_offset: int = 0, size: int | None = None) -> memoryview:
         size = buffer.size - int(buffer_offset) if size is None else int(size)
         if buffer.mapped is None or not self.device.reads_mapped:
             staging = Buffer(self.device, size, "staging", host=True)
-            region = binding().VkBufferCopy(srcOffset=int(buffer_offset), dstOffset=0, size=size)
-            self.run([lambda cb: binding().vkCmdCopyBuffer(cb, buffer.handle, staging.handle, 1, [region])], "read")
+            region = buffer_copy(int(buffer_offset), 0, size)
+            self.run([lambda cb: binding().lib.vkCmdCopyBuffer(cb, buffer.handle, staging.handle, 1, region)], "read")
             return memoryview(bytes(staging.mapped[0:size]))
         return memoryview(bytes(buffer.mapped[int(buffer_offset):int(buffer_offset) + size]))
 
     def _image_copy(self, image: Image, layout: dict, size: Sequence[int]) -> Any:
         vk = binding()
         texel = TEXEL_BYTES[image.format]
-        return vk.VkBufferImageCopy(
-            bufferOffset=0, bufferRowLength=int(layout.get("bytes_per_row", 0)) // texel,
-            bufferImageHeight=int(layout.get("rows_per_image", 0)), imageSubresource=image_layers(vk),
-            imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
-            imageExtent=vk.VkExtent3D(width=int(size[0]), height=int(size[1]), depth=int(size[2])))
+        return vk.ffi.new("VkBufferImageCopy *", {
+            "bufferOffset": 0, "bufferRowLength": int(layout.get("bytes_per_row", 0)) // texel,
+            "bufferImageHeight": int(layout.get("rows_per_image", 0)),
+            "imageSubresource": {"aspectMask": vk.VK_IMAGE_ASPECT_COLOR_BIT, "mipLevel": 0, "baseArrayLayer": 0,
+                                 "layerCount": 1},
+            "imageExtent": {"width": int(size[0]), "height": int(size[1]), "depth": int(size[2])}})
 
     def write_texture(self, destination: dict, data: Any, data_layout: dict, size: Sequence[int]) -> None:
         image: Image = destination["texture"]
@@ -588,8 +593,8 @@ class Queue:
         staging.mapped[0:raw.size] = raw.tobytes()
         region = self._image_copy(image, data_layout, size)
         vk = binding()
-        self.pending.append(lambda cb: vk.vkCmdCopyBufferToImage(cb, staging.handle, image.handle,
-                                                                 vk.VK_IMAGE_LAYOUT_GENERAL, 1, [region]))
+        self.pending.append(lambda cb: vk.lib.vkCmdCopyBufferToImage(cb, staging.handle, image.handle,
+                                                                     vk.VK_IMAGE_LAYOUT_GENERAL, 1, region))
 
     def read_texture(self, source: dict, data_layout: dict, size: Sequence[int]) -> memoryview:
         image: Image = source["texture"]
@@ -597,8 +602,8 @@ class Queue:
         staging = Buffer(self.device, nbytes, "staging", host=True)
         region = self._image_copy(image, data_layout, size)
         vk = binding()
-        self.run([lambda cb: vk.vkCmdCopyImageToBuffer(cb, image.handle, vk.VK_IMAGE_LAYOUT_GENERAL, staging.handle, 1,
-                                                       [region])], "read texture")
+        self.run([lambda cb: vk.lib.vkCmdCopyImageToBuffer(cb, image.handle, vk.VK_IMAGE_LAYOUT_GENERAL, staging.handle,
+                                                           1, region)], "read texture")
         return memoryview(bytes(staging.mapped[0:nbytes]))
 
     def to_general(self, image: Image) -> None:

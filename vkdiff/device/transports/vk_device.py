@@ -181,6 +181,8 @@ class VkDevice:
         vk = binding()
         self.adapter, self.raw, self.limits, self.label = adapter, adapter.raw, limits, label
         self.finalizers: list = []
+        self.format_features: dict[int, int] = {}
+        """``VkFormat`` → its optimal-tiling features, asked once."""
         """Finalizers of the device's buffers, images and descriptor sets (``vk_memory.owned_by``)."""
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(adapter.physical)
         self.family = next(i for i, q in enumerate(families) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT)

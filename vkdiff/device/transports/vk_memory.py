@@ -132,7 +132,10 @@ class Image:
             raise DeviceLimitError(f"{label}: no Vulkan format for texture format {format}")
         self.device, self.extent, self.dimension, self.format, self.label = device, extent, dimension, format, label
         self.vk_format = getattr(vk, VK_FORMATS[format])
-        features = vk.vkGetPhysicalDeviceFormatProperties(device.adapter.physical, self.vk_format).optimalTilingFeatures
+        features = device.format_features.get(self.vk_format)
+        if features is None:
+            features = device.format_features[self.vk_format] = int(vk.vkGetPhysicalDeviceFormatProperties(
+                device.adapter.physical, self.vk_format).optimalTilingFeatures)
         for bit, what in ((vk.VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT, "storage image"),
                           (vk.VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT, "sampled image")):
             if not features & bit:
