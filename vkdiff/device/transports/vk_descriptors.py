@@ -22,6 +22,8 @@ PER_SET = 16
 
 @dataclasses.dataclass(eq=False)
 class Pool:
+    """One ``VkDescriptorPool`` and what it has left to give."""
+
     handle: Any
     sizes: dict[int, int]
     """``VkDescriptorType`` → descriptors the pool holds."""

@@ -66,8 +66,7 @@ def owned_by(device: Any, finalizer: weakref.finalize) -> None:
 
 class Buffer:
     """A ``VkBuffer`` with memory from the device's arena (mapped where the device has direct memory; ``host``: always),
-    or bound to
-    a ``SharedMemory`` (``shared``; then created unbound, as ET-VK creates a ``SharedObject``'s users)."""
+    or bound to a ``SharedMemory`` (``shared``; then created unbound, as ET-VK creates a ``SharedObject``'s users)."""
 
     def __init__(self, device: VkDevice, size: int, label: str = "", host: bool = False, shared: bool = False):
         vk = binding()
