@@ -156,6 +156,7 @@ class Image:
         self.view: Any = None
         if shared:
             self._unbound = weakref.finalize(self, _free, dev, [(vk.vkDestroyImage, self.handle)], None, None)
+            owned_by(device, self._unbound)
             return
         need = self.requirements
         kind = device.memory_type(need.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
