@@ -45,6 +45,36 @@ def test_a_dead_workers_chunk_reruns_here_and_the_order_holds(monkeypatch):
     assert _rows(got) == _rows(parallel.run_alone(runner, cases))
 
 
+def _slow_first_chunk(cases):
+    """The first chunk waits (up to 30 s) until the last chunk has run, as a chunk of slow cases holds its worker;
+    it records whether the other worker reached the last chunk meanwhile."""
+    import time
+
+    marks = os.environ["VKDIFF_TEST_MARKS"]
+    if cases[0].id == os.environ["VKDIFF_TEST_LAST"]:
+        open(os.path.join(marks, "last-ran"), "w").close()
+    if cases[0].id == os.environ["VKDIFF_TEST_FIRST"]:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(marks, "last-ran")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        open(os.path.join(marks, "first-saw-last" if time.monotonic() < deadline else "first-gave-up"), "w").close()
+    return parallel._run_chunk(cases)
+
+
+def test_a_slow_chunk_holds_back_only_the_order_not_the_other_workers(monkeypatch, tmp_path):
+    """Eight chunks, two workers: while the first chunk's worker is held, the other takes every later chunk (four
+    in flight at most), and the results still come in case order."""
+    cases = all_cases()[:8 * parallel.CHUNK]
+    runner = Runner(tree=TreeChoice(path=None, note="no tree (test)"), adapters=[])
+    monkeypatch.setenv("VKDIFF_TEST_MARKS", str(tmp_path))
+    monkeypatch.setenv("VKDIFF_TEST_FIRST", cases[0].id)
+    monkeypatch.setenv("VKDIFF_TEST_LAST", cases[7 * parallel.CHUNK].id)
+    monkeypatch.setattr(parallel, "_run_chunk", _slow_first_chunk)
+    got = list(parallel.run_parallel(cases, runner, 2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first-saw-last", "last-ran"]
+    assert _rows(got) == _rows(parallel.run_alone(runner, cases))
+
+
 class BreaksOnSubmit:
     """A pool whose third submit finds it broken (a worker died between submits), as a loaded machine shows."""
 
@@ -72,7 +102,7 @@ RUNNER = Runner(tree=TreeChoice(path=None, note="no tree (test)"), adapters=[])
 
 
 def test_a_pool_found_broken_at_submit_reruns_the_chunk_here(monkeypatch):
-    cases = all_cases(r"^add\[")[:5 * parallel.CHUNK]
+    cases = all_cases()[:5 * parallel.CHUNK]
     monkeypatch.setattr(parallel.concurrent.futures, "ProcessPoolExecutor", BreaksOnSubmit)
     got = list(parallel.run_parallel(cases, RUNNER, 1))
     assert _rows(got) == _rows(parallel.run_alone(RUNNER, cases))

@@ -2,10 +2,11 @@
 
 A kernel case's host work (its graph, pipelines, references, judging) is Python on one
 core while the GPU idles; N workers keep N cores busy. Cases go out in chunks of
-consecutive ids (one op's cases share pipelines), dealt to whichever worker is free, and
-their results come back in case order. Verdicts do not change: each case is seeded from
-its id, and a chunk whose worker died (a driver abort, a lost device) is run again here,
-one case at a time, in the caller's runner, with its isolation (``--timeout``).
+consecutive ids (one op's cases share pipelines), dealt to whichever worker is free (a
+slow chunk never holds the other workers back), and their results come back in case
+order. Verdicts do not change: each case is seeded from its id, and a chunk whose worker
+died (a driver abort, a lost device) is run again here, one case at a time, in the
+caller's runner, with its isolation (``--timeout``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.datamodel import Result
@@ -89,33 +90,59 @@ def spec_of(runner: Any) -> JobSpec:
 def run_parallel(cases: Sequence[KernelCase], runner: Any, jobs: int,
                  stop: Callable[[], bool] = lambda: False) -> Iterator[Result]:
     """The results of ``cases`` (kernel cases) from ``jobs`` workers, in case order; ``stop`` ends it between
-    chunks (at most two chunks a worker are in flight, so the workers stop soon after). A chunk whose worker died
-    runs again in ``runner``, and a fresh pool takes the chunks after it."""
+    chunks (at most two chunks a worker are in flight, so the workers stop soon after).
+
+    A free worker takes the next chunk whether or not the chunks before it are back, so a slow chunk holds back
+    the order results are given in, never the other workers. When a worker dies, the first chunk not yet back runs
+    again in ``runner`` and a fresh pool takes the chunks after it."""
     chunks = [list(cases[i:i + CHUNK]) for i in range(0, len(cases), CHUNK)]
     spec = spec_of(runner)
-    done = 0
-    while done < len(chunks):
+    back: dict[int, list[Result]] = {}
+    done: int | None = 0
+    while done is not None and done < len(chunks):
         pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                                       initializer=_start, initargs=(spec,))
-        in_flight: collections.deque = collections.deque()
         try:
-            while done < len(chunks):
-                try:
-                    while len(in_flight) < 2 * jobs and done + len(in_flight) < len(chunks):
-                        in_flight.append(pool.submit(_run_chunk, chunks[done + len(in_flight)]))
-                except BrokenProcessPool:
-                    pass  # a worker died before this submit: the chunk at the head fails below
-                if stop():
-                    return
-                try:
-                    if not in_flight:
-                        raise BrokenProcessPool("the pool broke before the chunk was submitted")
-                    results = in_flight.popleft().result()
-                except BrokenProcessPool:
-                    yield from run_alone(runner, chunks[done])
-                    done += 1
-                    break
-                yield from results
-                done += 1
+            done = yield from _drain(pool, chunks, back, done, 2 * jobs, stop)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+        if done is not None and done < len(chunks):
+            yield from run_alone(runner, chunks[done])
+            done += 1
+
+
+def _drain(pool: concurrent.futures.Executor, chunks: list[list[KernelCase]], back: dict[int, list[Result]],
+           done: int, window: int, stop: Callable[[], bool]) -> Generator[Result, None, int | None]:
+    """Yield the results of ``chunks[done:]`` in order as ``pool`` returns them, ``window`` chunks in flight
+    (``back`` keeps those that came early). Returns the first chunk not back when the pool broke, ``len(chunks)``
+    when all are given, None on ``stop``."""
+    pending: dict[concurrent.futures.Future, int] = {}
+    ahead = done
+    while True:
+        while done in back:
+            yield from back.pop(done)
+            done += 1
+        if done == len(chunks) or stop():
+            return None if done < len(chunks) else done
+        try:
+            while len(pending) < window and ahead < len(chunks):
+                if ahead not in back:
+                    pending[pool.submit(_run_chunk, chunks[ahead])] = ahead
+                ahead += 1
+        except BrokenProcessPool:
+            return done  # a worker died before this submit
+        if not pending:
+            return done
+        finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+        broke = False
+        for future in finished:
+            index = pending.pop(future)
+            try:
+                back[index] = future.result()
+            except BrokenProcessPool:
+                broke = True
+        if broke:
+            while done in back:
+                yield from back.pop(done)
+                done += 1
+            return done
