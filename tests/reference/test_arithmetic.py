@@ -141,3 +141,37 @@ def test_no_dq8ca_kernel_splits_k_over_lanes():
     with pytest.raises(ValueError, match="no dq8ca kernel splits K over lanes"):
         arithmetic.linear_dq8ca_q4gsw_as(np.ones((1, 8), np.float16), np.ones(1), np.zeros(1), np.zeros((8, 4), np.uint8),
                                          np.zeros((1, 8), np.int32), np.ones((1, 8)), 8, accumulate="float16", lanes=64)
+
+
+def test_rounding_on_the_float16_grid_is_the_float16_conversion_bit_for_bit():
+    """``_round_half_grid`` (float32 arithmetic) against numpy's conversion: random bit patterns up to the largest
+    half, every tie between neighbouring halves, both signs of zero and of the tiniest values."""
+    rng = make_rng("round_half_grid")
+    patterns = rng.integers(0, np.float32(arithmetic.HALF_MAX).view(np.uint32) + 1, 1_000_000, dtype=np.uint32)
+    patterns |= rng.integers(0, 2, patterns.size, dtype=np.uint32) << np.uint32(31)
+    halves = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    ties = (halves[:-1] + halves[1:]) / 2
+    edges = [0.0, -0.0, 2.0 ** -25, -(2.0 ** -25), -3 * 2.0 ** -26, 2.0 ** -24, -(2.0 ** -150), 65519.99]
+    values = np.concatenate([patterns.view(np.float32), ties, -ties, halves, -halves, edges]).astype(np.float32)
+    want = values.astype(np.float16).astype(np.float32)
+    scratch = np.empty((2, values.size), np.uint32)
+    apart = arithmetic._round_half_grid(values, scratch, np.empty_like(values))
+    in_place = values.copy()
+    arithmetic._round_half_grid(in_place, scratch, in_place)
+    for got in (apart, in_place):
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_sum_past_the_largest_half_is_inf_from_there_on_as_the_loop_says(fused):
+    """Products and partial sums beyond float16's range take the float16 path: inf (or NaN) as the kernel gets."""
+    x = np.full((2, 24), 300.0)
+    x[0, ::2] = -300.0
+    x[1, 12:] = -1.0
+    w = np.full((3, 24), 250.0)
+    w[1] = 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        value, _ = arithmetic.dot_as(x, w, accumulate="float16", lanes=1, fused=fused)
+        want = [[loop_dot(row, col, lanes=1, fused=fused) for col in w] for row in x]
+    assert np.array_equal(value, np.array(want), equal_nan=True)
+    assert not np.isfinite(value).all() and np.isfinite(value).any()
