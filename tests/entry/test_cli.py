@@ -73,6 +73,16 @@ def test_unknown_device_lists_slugs(capsys):
     assert err.count("\n") == 1
 
 
+@requires_vulkan
+def test_a_bad_device_and_a_bad_tree_give_the_devices_line_alone(capsys, tmp_path):
+    """The tree is chosen on a thread while adapters are enumerated: still one line, the device's, as before."""
+    assert cli.main(["run", "--device", "no-such-gpu", "--et-src", str(tmp_path), "--cases",
+                     r"M1-K64-N40-g32-fp32-buffer\]$"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkdiff: error: no Vulkan adapter matches --device 'no-such-gpu'; available: ")
+    assert err.count("\n") == 1
+
+
 def test_no_case_matches(capsys):
     assert cli.main(["run", "--cases", "nothing-like-this"]) == 2
     assert "matches no case; try 'vkdiff run --list'" in capsys.readouterr().err

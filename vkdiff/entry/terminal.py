@@ -79,8 +79,12 @@ class Interrupts:
 def resolve_inputs(args: argparse.Namespace, console):
     """Validate --device, choose the tree, check glslc and spirv-opt, all before any device work.
 
-    Each problem is one line (a usage error); the tree's note is printed once everything is valid.
+    The tree is chosen (and a cached copy checked against its source) on a thread while the adapters are
+    enumerated. Each problem is one line (a usage error), a device's first; the tree's note is printed once
+    everything is valid.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from vkdiff.device.transports.adapters import TRANSFORMS_MODULES, NoAdapterError, UnknownDeviceError, select
     from vkdiff.device.shaders.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.shaders.dispatch import has_baked_modules
@@ -88,13 +92,19 @@ def resolve_inputs(args: argparse.Namespace, console):
     from vkdiff.device.shaders.trees import EtSourceError, choose_tree
     from vkdiff.datamodel import CacheUnwritableError, ensure_cache_writable
 
+    def chosen():
+        tree = choose_tree(args.et_src)
+        return tree, tree.path is None or ShaderBuilder(tree.path).has_prebuilt()
+
     try:
         ensure_cache_writable()
         settings = args.settings
-        devices = select(args.device, via=settings.transport, validate=settings.validate,
-                         profile=settings.device_profile)
-        tree = choose_tree(args.et_src)
-        if tree.path is not None and not ShaderBuilder(tree.path).has_prebuilt():
+        with ThreadPoolExecutor(1, thread_name_prefix="vkdiff-tree") as pool:
+            choosing = pool.submit(chosen)  # hashing and decompressing release the GIL, as the driver calls do
+            devices = select(args.device, via=settings.transport, validate=settings.validate,
+                             profile=settings.device_profile)
+            tree, prebuilt = choosing.result()
+        if not prebuilt:
             glslc_version()
         if tree.path is not None and devices and TRANSFORMS_MODULES[settings.transport] and not has_baked_modules():
             spirv_opt()
