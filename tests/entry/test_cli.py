@@ -83,6 +83,29 @@ def test_a_bad_device_and_a_bad_tree_give_the_devices_line_alone(capsys, tmp_pat
     assert err.count("\n") == 1
 
 
+@requires_vulkan
+@requires_tree
+def test_a_run_in_one_process_opens_its_device_while_the_tree_is_chosen(monkeypatch, et_tree, tmp_path):
+    """The device is created once, on the opening thread during ``resolve_inputs``, and the case runs on it."""
+    import threading
+
+    from vkdiff.device.runtime import context
+    from vkdiff.device.transports import adapters
+
+    made = []
+
+    def create_device(*args, **kwargs):
+        made.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    real = adapters.create_device
+    monkeypatch.setattr(adapters, "create_device", create_device)
+    monkeypatch.setattr(context, "create_device", create_device)
+    assert cli.main(["run", "--et-src", str(et_tree), "--device", "0", "--results", str(tmp_path / "r.jsonl"),
+                     "--cases", r"^add\[B1-H7-W64-fp32-buffer\]$"]) == 0
+    assert len(made) == 1 and made[0].startswith("vkdiff-open"), made
+
+
 def test_no_case_matches(capsys):
     assert cli.main(["run", "--cases", "nothing-like-this"]) == 2
     assert "matches no case; try 'vkdiff run --list'" in capsys.readouterr().err

@@ -76,16 +76,22 @@ class Interrupts:
         return 128 + int(self.received or 0)
 
 
-def resolve_inputs(args: argparse.Namespace, console):
+def resolve_inputs(args: argparse.Namespace, console, open_devices: bool = False):
     """Validate --device, choose the tree, check glslc and spirv-opt, all before any device work.
 
     The tree is chosen (and a cached copy checked against its source) on a thread while the adapters are
-    enumerated. Each problem is one line (a usage error), a device's first; the tree's note is printed once
-    everything is valid.
+    enumerated and, with ``open_devices``, while each device is created on another (``create_device``: its
+    driver calls release the GIL too). Each problem is one line (a usage error), a device's first; the tree's note
+    is printed once everything is valid and the devices are open (their creation silences file descriptor 2).
+
+    Returns:
+        (tree, devices, opened): ``opened`` maps a slug to the future of its device (empty without ``open_devices``;
+        a device that failed to open raises from ``result()``, where the first case on it would have).
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from vkdiff.device.transports.adapters import TRANSFORMS_MODULES, NoAdapterError, UnknownDeviceError, select
+    from vkdiff.device.transports.adapters import (TRANSFORMS_MODULES, NoAdapterError, UnknownDeviceError,
+                                                   create_device, select)
     from vkdiff.device.shaders.build import GlslcMissingError, ShaderBuilder, glslc_version
     from vkdiff.device.shaders.dispatch import has_baked_modules
     from vkdiff.device.shaders.spirv import SpirvOptMissingError, spirv_opt
@@ -99,10 +105,13 @@ def resolve_inputs(args: argparse.Namespace, console):
     try:
         ensure_cache_writable()
         settings = args.settings
-        with ThreadPoolExecutor(1, thread_name_prefix="vkdiff-tree") as pool:
+        with ThreadPoolExecutor(1, thread_name_prefix="vkdiff-tree") as pool, \
+                ThreadPoolExecutor(1, thread_name_prefix="vkdiff-open") as opener:
             choosing = pool.submit(chosen)  # hashing and decompressing release the GIL, as the driver calls do
             devices = select(args.device, via=settings.transport, validate=settings.validate,
                              profile=settings.device_profile)
+            opened = {info.slug: opener.submit(create_device, info, adapter, settings.limits_profile)
+                      for info, adapter in devices} if open_devices else {}
             tree, prebuilt = choosing.result()
         if not prebuilt:
             glslc_version()
@@ -112,7 +121,7 @@ def resolve_inputs(args: argparse.Namespace, console):
             UnknownDeviceError) as exc:
         raise UsageError(str(exc)) from None
     console.print(tree.note, markup=False)
-    return tree, devices
+    return tree, devices, opened
 
 
 def run_exit_code(results: Sequence, runner, interrupts: "Interrupts", allow_empty: bool, console) -> int:

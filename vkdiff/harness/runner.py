@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.device.transports.adapters import DeviceInfo
@@ -26,6 +26,8 @@ from vkdiff.datamodel import (DEVICE_LOST_FLAG, HANG_FLAG, HOST, REPAIRED_FLAG, 
 from vkdiff.verdicts.expectations import annotate
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from vkdiff.cases.model_case import ModelCase
     from vkdiff.device.shaders.build import ShaderBuilder
     from vkdiff.device.runtime.context import DeviceContext
@@ -103,12 +105,15 @@ class Runner:
         on_driver_bug (Callable | None): ``fn(ctx, case=...)`` called for a ``FAIL_DRIVER`` kernel case (in the
             device's worker when cases run isolated); what it returns goes into ``metrics["driver_repro"]``
             (``vkdiff.repro.driver.write_driver_repro``: the case's repro folder and Amber script). None: nothing.
+        opened (Mapping | None): slug → future of a device already being created (``resolve_inputs``), which the
+            first case on it takes instead of creating one.
     """
 
     def __init__(self, *, tree: TreeChoice, adapters: Sequence[tuple[DeviceInfo, Any]],
                  settings: RunSettings = RunSettings(), et_src: str | None = None, repairs_from: int | None = None,
                  setup: Callable[[], None] | None = None,
-                 on_driver_bug: Callable[..., dict[str, Any]] | None = None):
+                 on_driver_bug: Callable[..., dict[str, Any]] | None = None,
+                 opened: Mapping[str, Future] | None = None):
         self.tree = tree
         self.on_driver_bug = on_driver_bug
         self.settings = settings
@@ -120,6 +125,7 @@ class Runner:
         self.et_src = et_src
         self._builder: ShaderBuilder | None = None
         self._contexts: dict[str, DeviceContext] = {}
+        self._opened = dict(opened or {})
         self._scheduled: set[str] = set()
         self._stream: Iterator[tuple[KernelCase, Prepared | None]] | None = None
         self._last: tuple[str, Prepared | None] = ("", None)
@@ -291,8 +297,10 @@ class Runner:
         if slug not in self._contexts:
             from vkdiff.device.runtime.context import DeviceContext
 
+            opening = self._opened.pop(slug, None)
             self._contexts[slug] = DeviceContext(*self.adapters[slug], self.builder, self.limits_profile,
-                                                 settings=self.settings)
+                                                 settings=self.settings,
+                                                 device=None if opening is None else opening.result())
         return self._contexts[slug]
 
     def _prepared(self, case: KernelCase) -> Prepared | None:

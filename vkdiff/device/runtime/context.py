@@ -8,6 +8,7 @@ from typing import Any, Iterator, Mapping
 from vkdiff.device.runtime import workgroups
 from vkdiff.device.runtime.traits import device_traits
 from vkdiff.device.transports.adapters import DeviceInfo, create_device
+from vkdiff.device.transports.transport import Transport
 from vkdiff.device.shaders.build import BuiltShader, ShaderBuilder
 from vkdiff.device.shaders.dispatch import Pipeline, PipelineCache
 from vkdiff.datamodel.settings import RunSettings
@@ -26,11 +27,11 @@ class DeviceContext:
     """A wgpu device plus the ET-VK shaders of one tree, built and loaded on demand."""
 
     def __init__(self, info: DeviceInfo, adapter: Any, builder: ShaderBuilder, limits_profile: str | None = None, *,
-                 settings: RunSettings = RunSettings()):
+                 settings: RunSettings = RunSettings(), device: Transport | None = None):
         self.info = info
         self.limits_profile = limits_profile
         """Name of the mobile limits profile the device was created with (``vkdiff.device.transports.limits``), or None."""
-        self.device = create_device(info, adapter, limits_profile)
+        self.device = device if device is not None else create_device(info, adapter, limits_profile)
         self.opened = self.device
         """The device as opened: traits are probed on it, never through a wrapper a caller puts in ``device`` (a
         repro's trace records only the case's own work)."""

@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         cases, module = _quiet(args.verbose, _subject_cases, args, args.argv)
     except SubjectError as exc:
         raise UsageError(str(exc)) from None
-    tree, devices = resolve_inputs(args, console)
+    tree, devices, _ = resolve_inputs(args, console)
     for note in [n for case in cases for n in getattr(case, "notes", [])]:
         console.print(f"note: {note}", markup=False, style="yellow")
     if args.save_artifacts:

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     console = terminal_console(stderr=True, soft_wrap=True)
     if args.results:
         check_outputs((args.results, "--results", False))
-    tree, devices = resolve_inputs(args, console)
+    tree, devices, _ = resolve_inputs(args, console)
     if tree.path is None:
         raise UsageError(f"vkdiff load needs an ExecuTorch tree: {tree.note}")
     builder = ShaderBuilder(tree.path)

@@ -72,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
     check_outputs((results_path, "--results", False), (args.report, "--report", True),
                   (args.save_artifacts, "--save-artifacts", True))
     repairs_before = len(REPAIRS)
-    tree, devices = resolve_inputs(args, console)
-    runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src,
+    alone = args.settings.timeout is None and jobs_for(args.jobs, len(cases)) == 1  # devices used in this process
+    tree, devices, opened = resolve_inputs(args, console, open_devices=alone)
+    runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src, opened=opened,
                     repairs_from=repairs_before, on_driver_bug=functools.partial(
                         write_driver_repro, root=str(results_path.with_suffix(".repro")), session_seed=args.seed))
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
