@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--jobs", "-j", metavar="N", type=_jobs, default=None,
                         help="Run kernel cases in N worker processes, each with its own device (verdicts as with 1; "
                              "a worker that dies has its cases rerun here one by one); default auto: one per core, "
-                             "up to 8, when there are enough kernel cases to share")
+                             "up to 16, when there are enough kernel cases to share")
     parser.add_argument("--list", action="store_true", help="List the selected case ids and exit")
     parser.add_argument("--suite", choices=("all", "kernels", "models", "upstream"), default="all",
                         help="Kernel cases on devices, model cases (host checks, and Vulkan delegates run node by node "
