@@ -92,10 +92,14 @@ class Expectation:
         """A finding matched by node inside any program, not by case id."""
         return not self.case
 
+    @functools.cached_property
+    def _case(self) -> re.Pattern:
+        return re.compile(self.case)
+
     def _where(self, result: Result) -> bool:
         """The case, or for a finding in programs the first diverging node's op and arguments."""
         if not self.in_programs:
-            return re.search(self.case, result.case) is not None
+            return self._case.search(result.case) is not None
         node = result.node or {}
         args = node.get("args") or {}
         return (re.search(self.node_op, str(node.get("op") or "")) is not None
@@ -240,8 +244,7 @@ the result names the ET-VK bug it hits, with the finding's minimal shape."""
 def annotate(result: Result, expectations: Sequence[Expectation] | None = None) -> Result:
     """Attach the matching expectation: ``known`` when it explains the failure, ``unexpected-pass`` when fixed; else a
     finding matched inside the program, ``known-bug`` (still a failure)."""
-    entries = load() if expectations is None else expectations
-    for exp in sorted(entries, key=lambda e: e.in_programs):  # a case's own expectation first
+    for exp in _cases_first() if expectations is None else _in_order(expectations):
         if not exp._where(result):
             continue
         if exp.explains(result):
@@ -255,6 +258,17 @@ def annotate(result: Result, expectations: Sequence[Expectation] | None = None) 
             result.expectation = {"id": exp.id, "link": exp.link, "reason": exp.reason, "outcome": outcome}
             return result
     return result
+
+
+def _in_order(entries: Sequence[Expectation]) -> list[Expectation]:
+    """A case's own expectations before findings matched inside programs."""
+    return sorted(entries, key=lambda e: e.in_programs)
+
+
+@functools.lru_cache(maxsize=None)
+def _cases_first() -> list[Expectation]:
+    """``load()`` in ``_in_order``, sorted once per process (``annotate`` runs for every result)."""
+    return _in_order(load())
 
 
 def counts_as_failure(result: Result) -> bool:
