@@ -79,3 +79,27 @@ def test_smaller_runs_references_are_prepared_ahead_as_the_run_would_compute_the
         again = references.prepared_for(small, references.smaller_args(small, prepared, prepared.smaller_constants, 3))
         assert np.array_equal(prepared.smaller[small.data_id].expected, again.expected)
         assert prepared.smaller[small.data_id].args["weight"] is prepared.args["weight"], "a constant is kept"
+
+
+@pytest.mark.parametrize("case_id", ["linear_q4gsw[M4-K4096-N64-g32-fp16-buffer]",
+                                     "pow[C3-H5-W6-oC3-oH5-oW6-fp16-buffer-special]"])
+def test_the_flushed_reference_computed_ahead_gives_the_envelope_the_device_thread_would(case_id):
+    """Operands with float16 subnormals: the envelope from ``Prepared.flushed`` (the reference thread's) is the one
+    computed from scratch, band for band, and it does hold the flushed band."""
+    from vkdiff.reference import OPS
+    from vkdiff.reference.spec.envelope import evaluate
+
+    case = next(c for c in all_cases(r"^" + case_id.replace("[", r"\[").replace("]", r"\]") + "$"))
+    prepared = references.prepare_case(case)
+    assert prepared.flushed.get("float16") is not None
+    variant = "undeclared_half"
+    fn = OPS[case.op].fn
+    ahead = evaluate(case.op, prepared.args, prepared.expected, variant, fn, stored="float16",
+                     past_range=prepared.past_range, flushed=prepared.flushed)
+    fresh = evaluate(case.op, prepared.args, prepared.expected, variant, fn, stored="float16",
+                     past_range=prepared.past_range)
+    assert [b.liberties for b in ahead.bands] == [b.liberties for b in fresh.bands]
+    assert ("subnormal_flush",) in [b.liberties for b in ahead.bands]
+    for mine, theirs in zip(ahead.bands, fresh.bands):
+        for name in ("lo", "hi", "nan"):
+            assert np.array_equal(getattr(mine, name), getattr(theirs, name), equal_nan=True)

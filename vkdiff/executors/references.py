@@ -30,6 +30,7 @@ from vkdiff.reference.spec.declarations import declaration_for
 from vkdiff.reference.spec.envelope import Envelope
 from vkdiff.reference.spec.envelope import compute_dtype as declared_compute
 from vkdiff.reference.spec.envelope import evaluate as evaluate_envelope
+from vkdiff.reference.spec.envelope import flushed_reference
 
 Models = dict[str, tuple[np.ndarray, np.ndarray]]
 """``fma`` model name → (accumulator value before the store, slack) of a reference with a kernel's rounding."""
@@ -62,6 +63,9 @@ class Prepared:
     envelopes: dict[str, Envelope | None] = dataclasses.field(default_factory=dict)
     """The spec envelope per launched variant (``:relaxed`` appended where its SPIR-V is mediump; None: no liberty
     can move the output)."""
+    flushed: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The reference on operands with their subnormals read as zero (``flushed_reference``), by compute dtype:
+    computed here for the case's own dtype, which the envelope of most variants needs (one more reference)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,7 +98,18 @@ def prepared_for(case: KernelCase, args: dict[str, Any]) -> Prepared:
     exact = case.op in EXACT_OPS or np.asarray(expected).dtype.kind in "iub"  # copies, conversions, int outputs
     expected, past_range = overflowed(expected, case.np_dtype)
     return Prepared(args=args, expected=expected, magnitude=magnitude, past_range=past_range,
-                    tolerance=Tolerance() if exact else Tolerance.for_dtype(case.np_dtype))
+                    tolerance=Tolerance() if exact else Tolerance.for_dtype(case.np_dtype),
+                    flushed=_flushed_ahead(case, args, expected))
+
+
+def _flushed_ahead(case: KernelCase, args: dict[str, Any], expected: np.ndarray) -> dict[str, Any]:
+    """``flushed_reference`` in the case's dtype, for a float output (what ``envelope`` would compute on the device's
+    thread); empty for other outputs or dtypes."""
+    compute = np.dtype(case.np_dtype).name
+    if np.asarray(expected).dtype.kind != "f" or compute not in ("float16", "float32") or case.op not in reference.OPS:
+        return {}
+    with capped_blas():
+        return {compute: flushed_reference(args, compute, reference.OPS[case.op].fn)}
 
 
 def overflowed(expected: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
@@ -255,5 +270,6 @@ def envelope(op: str, prepared: Prepared, variant: str, output: Any, relaxed: bo
         with np.errstate(all="ignore"):
             prepared.envelopes[key] = evaluate_envelope(op, prepared.args, prepared.expected, variant, fn,
                                                         stored=np.asarray(outputs[0]).dtype.name,
-                                                        past_range=prepared.past_range, relaxed=relaxed)
+                                                        past_range=prepared.past_range, relaxed=relaxed,
+                                                        flushed=prepared.flushed)
     return prepared.envelopes[key]

@@ -72,7 +72,8 @@ class Envelope:
 
 def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray | tuple[np.ndarray, ...], variant: str,
              reference: Callable[..., Any] | None = None, stored: str | None = None,
-             past_range: np.ndarray | None = None, relaxed: bool = False) -> Envelope | None:
+             past_range: np.ndarray | None = None, relaxed: bool = False,
+             flushed: Mapping[str, Any] | None = None) -> Envelope | None:
     """The envelope of ``op``'s launched ``variant`` on ``args`` (schema names), its result stored as ``stored``
     (default: the dtype it computes in), or None when no liberty can move it.
 
@@ -80,7 +81,8 @@ def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray | tuple[np.n
     all; ``reference`` (the op's reference function) is needed only where no declaration describes the variant;
     ``past_range`` marks elements whose finite reference ``expected`` holds as ±inf because ``stored`` cannot;
     ``relaxed``: the variant's SPIR-V has ``RelaxedPrecision`` values (GLSL ``mediump``), so a declared formula is
-    also evaluated as a device computing them in float16 may (a witness runs as the shader's own types say).
+    also evaluated as a device computing them in float16 may (a witness runs as the shader's own types say);
+    ``flushed``: ``flushed_reference`` already computed, by compute dtype (the reference thread computes it ahead).
     """
     declared = declaration_for(op, variant)
     compute = compute_dtype(declared, variant)
@@ -90,7 +92,7 @@ def evaluate(op: str, args: Mapping[str, Any], expected: np.ndarray | tuple[np.n
         return None
     expected = np.asarray(expected, np.float64)
     if declared is None:
-        return _undeclared(args, expected, compute, stored or compute, reference, past_range)
+        return _undeclared(args, expected, compute, stored or compute, reference, past_range, flushed or {})
     stored = stored or compute
     exact_spec = Spec(compute)
     with np.errstate(all="ignore"):
@@ -172,36 +174,45 @@ def _around(expected: np.ndarray, exact: np.ndarray, lo: np.ndarray, hi: np.ndar
 
 
 def _undeclared(args: Mapping[str, Any], expected: np.ndarray, compute: str, stored: str,
-                reference: Callable[..., Any] | None, past_range: np.ndarray | None) -> Envelope | None:
+                reference: Callable[..., Any] | None, past_range: np.ndarray | None,
+                flushed: Mapping[str, Any]) -> Envelope | None:
     """What the spec grants every float op, whatever its shader computes: subnormal operands and results read as zero
     (its reference on flushed operands), and a finite result past the stored dtype's range converted to its largest
     finite value or to infinity."""
-    bands = [band for band in (_flushed(args, expected, compute, reference), _overflowed(expected, stored, past_range))
-             if band is not None]
+    bands = [band for band in (_flushed(args, expected, compute, reference, flushed),
+                               _overflowed(expected, stored, past_range)) if band is not None]
     if not bands:
         return None
     return Envelope(bands=tuple(bands), exact=expected, complete=False,
                     source="the op's reference: flushed operands, overflowing results converted")
 
 
-def _flushed(args: Mapping[str, Any], expected: np.ndarray, compute: str,
-             reference: Callable[..., Any] | None) -> Band | None:
+def _subnormal(value: Any, compute: str) -> bool:
+    """An array of floats holding a value below ``compute``'s smallest normal (zero aside)."""
     tiny = float(np.finfo(compute).tiny)
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and bool(
+        ((value != 0) & (np.abs(value) < tiny)).any())
 
-    def subnormal(value: Any) -> bool:
-        return isinstance(value, np.ndarray) and value.dtype.kind == "f" and bool(
-            ((value != 0) & (np.abs(value) < tiny)).any())
 
-    flushed_in = any(subnormal(v) for v in args.values()) and reference is not None
-    if not (flushed_in or subnormal(expected)):
+def flushed_reference(args: Mapping[str, Any], compute: str, reference: Callable[..., Any] | None) -> Any:
+    """``reference`` on ``args`` with every operand's subnormals (in ``compute``) read as zero, as a device flushing
+    them computes; None when no operand has one (or there is no reference)."""
+    if reference is None or not any(_subnormal(v, compute) for v in args.values()):
+        return None
+    flushed = {k: flush_subnormals(v, compute).astype(v.dtype) if _subnormal(v, compute) else v
+               for k, v in args.items()}
+    with np.errstate(all="ignore"):
+        return reference(**flushed)
+
+
+def _flushed(args: Mapping[str, Any], expected: np.ndarray, compute: str, reference: Callable[..., Any] | None,
+             known: Mapping[str, Any]) -> Band | None:
+    other = known[compute] if compute in known else flushed_reference(args, compute, reference)
+    if other is None and not _subnormal(expected, compute):
         return None
     candidates = [expected, flush_subnormals(expected, compute)]
-    if flushed_in:
-        flushed = {k: flush_subnormals(v, compute).astype(v.dtype) if subnormal(v) else v for k, v in args.items()}
-        with np.errstate(all="ignore"):
-            other = reference(**flushed)
-        if isinstance(other, np.ndarray) and other.shape == expected.shape:
-            candidates.append(np.asarray(other, np.float64))
+    if isinstance(other, np.ndarray) and other.shape == expected.shape:
+        candidates.append(np.asarray(other, np.float64))
     lo, hi, nan = span(*candidates)
     return Band(liberties=("subnormal_flush",), lo=lo, hi=hi, nan=nan)
 
