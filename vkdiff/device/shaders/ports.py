@@ -55,13 +55,19 @@ def registers(tree: Path | None, file: str, op: str) -> bool:
 
 
 def stale_files(ports: Iterable[Port], tree: Path | None) -> list[str]:
-    """File names of ``ports`` whose source in ``tree`` differs from the source they were written against."""
+    """File names of ``ports`` whose source in ``tree`` differs from the source they were written against (each
+    file read once per process, as ``_file_sha`` reads it; every launch asks)."""
+    return list(_stale(tuple(ports), tree))
+
+
+@functools.lru_cache(maxsize=1024)
+def _stale(ports: tuple[Port, ...], tree: Path | None) -> tuple[str, ...]:
     root = _vulkan_root(tree)
     if root is None:
-        return []
+        return ()
     stale = []
     for port in ports:
         sha = _file_sha(root / port.file)
         if sha is not None and sha != port.sha256:
             stale.append(port.file.rsplit("/", 1)[-1])
-    return stale
+    return tuple(stale)
