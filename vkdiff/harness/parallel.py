@@ -11,7 +11,6 @@ caller's runner, with its isolation (``--timeout``).
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import dataclasses
 import multiprocessing
