@@ -75,6 +75,23 @@ def test_a_slow_chunk_holds_back_only_the_order_not_the_other_workers(monkeypatc
     assert _rows(got) == _rows(parallel.run_alone(runner, cases))
 
 
+def _repairing_chunk(cases):
+    """A worker's chunk during which the worker repaired a cache entry."""
+    from vkdiff.datamodel.cache import CacheCorruptError, record_repair
+
+    record_repair(CacheCorruptError(f"/cache/{cases[0].id}", "content hash mismatch"))
+    return parallel._run_chunk(cases)
+
+
+def test_a_workers_cache_repairs_reach_the_callers_runner(monkeypatch):
+    """Each repair a worker made is reported by the caller's runner (``new_repairs``), which prints it in a run."""
+    cases = all_cases(r"^add\[")[:2 * parallel.CHUNK]
+    runner = Runner(tree=TreeChoice(path=None, note="no tree (test)"), adapters=[])
+    monkeypatch.setattr(parallel, "_run_chunk", _repairing_chunk)
+    list(parallel.run_parallel(cases, runner, 2))
+    assert sorted(r.path for r in runner.new_repairs()) == sorted(f"/cache/{c.id}" for c in cases[::parallel.CHUNK])
+
+
 class BreaksOnSubmit:
     """A pool whose third submit finds it broken (a worker died between submits), as a loaded machine shows."""
 
@@ -91,7 +108,7 @@ class BreaksOnSubmit:
         if BreaksOnSubmit.submits == 3:
             raise BrokenProcessPool("a worker died")
         future = concurrent.futures.Future()
-        future.set_result(parallel.run_alone(RUNNER, chunk))
+        future.set_result((parallel.run_alone(RUNNER, chunk), []))
         return future
 
     def shutdown(self, **kwargs):

@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Generator, Iterator, Sequence
 
 from vkdiff.cases.kernels import KernelCase
-from vkdiff.datamodel import Result
+from vkdiff.datamodel import REPAIRS, Repair, Result
 from vkdiff.datamodel.settings import RunSettings
 from vkdiff.device.shaders.trees import TreeChoice
 
@@ -72,9 +72,10 @@ def _start(spec: JobSpec) -> None:
                      on_driver_bug=spec.on_driver_bug)
 
 
-def _run_chunk(cases: Sequence[KernelCase]) -> list[Result]:
+def _run_chunk(cases: Sequence[KernelCase]) -> tuple[list[Result], list[Repair]]:
+    """The chunk's results, and the cache repairs the worker made meanwhile (the caller prints them)."""
     _RUNNER.schedule(cases)
-    return run_alone(_RUNNER, cases)
+    return run_alone(_RUNNER, cases), _RUNNER.new_repairs()
 
 
 def run_alone(runner: Any, cases: Sequence[KernelCase]) -> list[Result]:
@@ -138,9 +139,11 @@ def _drain(pool: concurrent.futures.Executor, chunks: list[list[KernelCase]], ba
         for future in finished:
             index = pending.pop(future)
             try:
-                back[index] = future.result()
+                back[index], repairs = future.result()
             except BrokenProcessPool:
                 broke = True
+            else:
+                REPAIRS.extend(repairs)  # the caller's runner reports them with its own (``new_repairs``)
         if broke:
             while done in back:
                 yield from back.pop(done)
