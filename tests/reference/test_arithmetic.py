@@ -175,3 +175,45 @@ def test_a_sum_past_the_largest_half_is_inf_from_there_on_as_the_loop_says(fused
         want = [[loop_dot(row, col, lanes=1, fused=fused) for col in w] for row in x]
     assert np.array_equal(value, np.array(want), equal_nan=True)
     assert not np.isfinite(value).all() and np.isfinite(value).any()
+
+
+@pytest.mark.parametrize("scales_as", ["float16", "wide", "past_half_range", "nan"])
+def test_half_weights_are_the_float64_products_rounded_once(scales_as):
+    """float32 products of codes and short scales against the float64 products, rounded to float16 bit for bit;
+    scales too wide for an exact float32 product, products past the largest half and NaN scales included."""
+    rng = make_rng(f"half-weights-{scales_as}")
+    n, k, group = 12, 64, 16
+    packed, scales = _q4gsw(rng, n, k, group)
+    scales = scales.astype(np.float32)
+    if scales_as == "wide":  # 7 * scale is 1 + 2**-11 + 2**-25: a float32 product would round to the tie first
+        scales[:, :n] = rng.uniform(0.01, 0.03, (k // group, n)).astype(np.float32)
+        packed[0, 0] = (packed[0, 0] & 0xF0) | 0xF
+        scales[0, 0] = 4795831 / 2 ** 25
+    elif scales_as == "past_half_range":
+        scales[0, :n] = 9000.0 + np.arange(n)
+    elif scales_as == "nan":
+        scales[1, 2] = np.nan
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = arithmetic._half_weights(packed, scales, group, k)
+        want = arithmetic.round_to(linear.dequantize_q4gsw_weight(packed, scales, group, k), np.float16)
+    assert got.dtype == np.float32
+    assert np.array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
+
+
+def test_laid_out_weights_are_taken_again_only_for_equal_arrays():
+    """The other fma model reuses the weights laid out for the first; weights changed in place are laid out again
+    (the scalar loop decides both)."""
+    rng = make_rng("half-weights-reuse")
+    m, n, k, group = 2, 4, 32, 16
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    packed, scales = _q4gsw(rng, n, k, group)
+
+    def loop(scales):
+        w = linear.dequantize_q4gsw_weight(packed, scales, group, k).astype(np.float16).astype(np.float64)
+        return np.array([[loop_dot(x[i], w[j], lanes=1, fused=True) for j in range(n)] for i in range(m)])
+
+    first, _ = arithmetic.linear_q4gsw_as(x, packed, scales, group, accumulate="float16")
+    scales[:, :n] *= np.float16(2.5)
+    again, _ = arithmetic.linear_q4gsw_as(x, packed, scales, group, accumulate="float16")
+    np.testing.assert_array_equal(again, loop(scales))
+    assert not np.array_equal(first, again)

@@ -27,7 +27,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import Optional
+import threading
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -72,19 +73,33 @@ def dot_as(x: np.ndarray, w: np.ndarray, *, accumulate: str, lanes: int,
     Returns:
         (value, slack): ``[M, N]`` float64 each (see the module docstring).
     """
-    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     if accumulate == "float32":
+        x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
         return x @ w.T, FLOAT32_ERROR * (np.abs(x) @ np.abs(w).T)
+    _check_half(accumulate, "dot_as")
+    return _dot_half(_texels(x, lanes), _texels(w, lanes), fused)
+
+
+def _check_half(accumulate: str, what: str) -> None:
     if np.dtype(accumulate) != np.float16:
-        raise ValueError(f"dot_as: accumulators of {accumulate} are not emulated (float16 or float32)")
-    (m, k), n = x.shape, w.shape[0]
-    texels = -(-k // TEXEL)
-    steps = -(-texels // lanes)
+        raise ValueError(f"{what}: accumulators of {accumulate} are not emulated (float16 or float32)")
+
+
+def _texels(a: np.ndarray, lanes: int) -> np.ndarray:
+    """``a [R, K]`` (float16 values) in float32 as the lanes read it, ``[step, i, lane, R]``: lane ``l`` of step
+    ``s`` takes texel ``s * lanes + l``, element ``i`` of it; K is padded with zeros to whole steps."""
+    rows, k = np.shape(a)
+    steps = -(-(-(-k // TEXEL)) // lanes)
     padded = steps * lanes * TEXEL
-    xs = np.zeros((m, padded), np.float32); xs[:, :k] = x
-    ws = np.zeros((n, padded), np.float32); ws[:, :k] = w
-    xs = np.ascontiguousarray(xs.reshape(m, steps, lanes, TEXEL).transpose(1, 3, 2, 0))   # [step, i, lane, M]
-    ws = np.ascontiguousarray(ws.reshape(n, steps, lanes, TEXEL).transpose(1, 3, 2, 0))   # [step, i, lane, N]
+    if padded != k:
+        a = np.concatenate([np.asarray(a, np.float32), np.zeros((rows, padded - k), np.float32)], axis=1)
+    out = np.empty((steps, TEXEL, lanes, rows), np.float32)
+    out[...] = np.asarray(a).reshape(rows, steps, lanes, TEXEL).transpose(1, 3, 2, 0)
+    return out
+
+
+def _dot_half(xs: np.ndarray, ws: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``dot_as`` with float16 accumulators over operands laid out by ``_texels``."""
     finite = bool(np.isfinite(xs).all() and np.isfinite(ws).all())
     bounded = fused or float(np.abs(xs).max(initial=0.0)) * float(np.abs(ws).max(initial=0.0)) <= HALF_MAX
     acc, scale = _accumulate_half(xs, ws, fused, grid=finite and bounded)
@@ -180,17 +195,78 @@ def linear_q4gsw_as(x: np.ndarray, weights: np.ndarray, scales: np.ndarray, grou
 
     Each weight is ``fma(code, scale, 0)`` in the accumulator's dtype (one rounding of the
     product), each term ``fma(x, weight, acc)``; the kernel stores the result in ``x``'s dtype.
+    The weights as the lanes read them are kept for the next call on the same weights
+    (``_WEIGHTS``): the other ``fma`` model and the smaller runs, which keep the constants.
     """
     x = np.asarray(x)
     k = x.shape[-1]
+    rows = x.reshape(-1, k)
+    if accumulate == "float32":
+        w = _WEIGHTS.get((weights, scales), (group_size, k, "float64"), lambda: _dequantized(weights, scales,
+                                                                                           group_size, k))
+        value, slack = dot_as(rows, w, accumulate=accumulate, lanes=lanes, fused=fused)
+    else:
+        _check_half(accumulate, "linear_q4gsw_as")
+        ws = _WEIGHTS.get((weights, scales), (group_size, k, lanes), lambda: _texels(
+            _half_weights(weights, scales, group_size, k), lanes))
+        value, slack = _dot_half(_texels(rows, lanes), ws, fused)
+    n = value.shape[-1]
+    value, slack = _add_bias(value, slack, bias, accumulate)
+    return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)
+
+
+def _dequantized(weights: np.ndarray, scales: np.ndarray, group_size: int, k: int) -> np.ndarray:
+    """``code * scale`` in float64 ``[N, K]``."""
     codes = unpack_int4_linear(weights, k).astype(np.float64)
     n = codes.shape[0]
     per_group = np.asarray(scales, np.float64)[:, :n].T[:, :, None]
-    w = (codes.reshape(n, -1, group_size) * per_group).reshape(n, k)
-    w = w if accumulate == "float32" else round_to(w, accumulate)
-    value, slack = dot_as(x.reshape(-1, k), w, accumulate=accumulate, lanes=lanes, fused=fused)
-    value, slack = _add_bias(value, slack, bias, accumulate)
-    return value.reshape(*x.shape[:-1], n), slack.reshape(*x.shape[:-1], n)
+    return (codes.reshape(n, -1, group_size) * per_group).reshape(n, k)
+
+
+def _half_weights(weights: np.ndarray, scales: np.ndarray, group_size: int, k: int) -> np.ndarray:
+    """``fma(code, scale, 0)`` rounded once to float16, held in float32 ``[N, K]``.
+
+    A 4-bit code times a scale of at most 20 significant bits is exact in float32, so the
+    product is rounded once, as the float64 product would be; other scales take float64."""
+    n = np.shape(weights)[0]
+    per_group = np.asarray(scales)[:, :n].T
+    narrow = per_group.astype(np.float32)
+    if not np.array_equal(narrow, per_group) or not np.array_equal(narrow, _grid(narrow, 20)):
+        return round_to(_dequantized(weights, scales, group_size, k), np.float16).astype(np.float32)
+    codes = unpack_int4_linear(weights, k).astype(np.float32)
+    product = (codes.reshape(n, -1, group_size) * narrow[:, :, None]).reshape(n, k)
+    if float(np.abs(narrow).max(initial=0.0)) * 8 > HALF_MAX:
+        return product.astype(np.float16).astype(np.float32)
+    return _round_half_grid(product, np.empty((2, *product.shape), np.uint32), product)
+
+
+def _grid(values: np.ndarray, bits: int) -> np.ndarray:
+    """float32 ``values`` with their significands cut to ``bits`` bits (equal to ``values`` where they fit)."""
+    return (values.view(np.uint32) & np.uint32((0xFFFFFFFF << (24 - bits)) & 0xFFFFFFFF)).view(np.float32)
+
+
+class _LastWeights:
+    """The last weights ``linear_q4gsw_as`` laid out, with copies of the arrays they came from: a call on arrays
+    equal to those (dtype and every element, compared on each hit) takes them again."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entry: tuple | None = None
+
+    def get(self, arrays: tuple, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+        arrays = tuple(np.asarray(a) for a in arrays)
+        with self._lock:
+            entry = self._entry
+        if entry is not None and entry[0] == key and all(
+                a.dtype == c.dtype and np.array_equal(a, c) for a, c in zip(arrays, entry[1])):
+            return entry[2]
+        value = make()
+        with self._lock:
+            self._entry = (key, tuple(a.copy() for a in arrays), value)
+        return value
+
+
+_WEIGHTS = _LastWeights()
 
 
 QUANTIZE_ERROR = 4 * 2.0 ** -23
