@@ -123,33 +123,42 @@ def one_transport(args: argparse.Namespace) -> dict[str, Any]:
     runner = Runner(tree=choose_tree(args.et_src), adapters=adapters, settings=RunSettings(transport=args.one))
     slug = adapters[0][0].slug
     start = time.perf_counter()
-    per_case, statuses, each = [], {}, {}
+    per_case, statuses, each, timed = [], {}, {}, {}
     for case, results, seconds in _timed_cases(runner, cases, slug, args.jobs):
         for result in results:
             statuses[result.status] = statuses.get(result.status, 0) + 1
             each[case.id] = result.status
         per_case.append(seconds)
+        timed[case.id] = seconds
     wall = time.perf_counter() - start
     runner.close()
     other = wall - sum(phases.seconds.values())
     if args.statuses:
         with open(f"{args.statuses}.{args.one}.json", "w") as out:
             json.dump(each, out, indent=0, sort_keys=True)
+        with open(f"{args.statuses}.{args.one}.seconds.json", "w") as out:
+            json.dump(timed, out, indent=0)
+    from vkdiff.harness.parallel import CHUNK
+
+    chunks = [sum(per_case[i:i + CHUNK]) for i in range(0, len(per_case), CHUNK)]
     return {"transport": args.one, "device": slug, "driver": adapters[0][0].driver, "cases": len(cases),
             "wall_s": wall, "median_ms": 1e3 * statistics.median(per_case),
             "p90_ms": 1e3 * statistics.quantiles(per_case, n=10)[-1] if len(per_case) > 1 else 1e3 * per_case[0],
             "phases_s": {**phases.seconds, "other": other}, "reference_thread_s": phases.reference_thread,
-            "statuses": statuses}
+            "statuses": statuses, "case_seconds": sum(per_case), "heaviest_chunks": sorted(chunks)[-3:][::-1]}
 
 
 def main() -> None:
+    from vkdiff.harness.parallel import CHUNK
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--et-src", required=True, help="ExecuTorch tree: checkout, REPO@REV or tarball")
     parser.add_argument("--cases", default=None, help="Kernel case regex (default: every kernel case)")
     parser.add_argument("--device", default=None, help="Adapter slug (default: the first)")
     parser.add_argument("--transports", default="wgpu,vulkan")
     parser.add_argument("--statuses", default=None, metavar="PREFIX",
-                        help="Write each case's status to PREFIX.TRANSPORT.json (to compare two runs' verdicts)")
+                        help="Write each case's status to PREFIX.TRANSPORT.json (to compare two runs' verdicts) and "
+                             "its seconds to PREFIX.TRANSPORT.seconds.json")
     parser.add_argument("--jobs", type=int, default=1,
                         help="Worker processes, as vkdiff run --jobs (phases are then not split: workers are not "
                              "instrumented)")
@@ -173,7 +182,10 @@ def main() -> None:
         print(f"{row['transport']} on {row['device']} ({row['driver']}): {row['cases']} cases, wall "
               f"{row['wall_s']:.1f} s, median {row['median_ms']:.1f} ms, p90 {row['p90_ms']:.1f} ms per case")
         if args.jobs > 1:
-            print(f"  {args.jobs} worker processes (per case: each result's own seconds; phases not split)")
+            print(f"  {args.jobs} worker processes (per case: each result's own seconds; phases not split); "
+                  f"case seconds {row['case_seconds']:.1f} ({100 * row['case_seconds'] / args.jobs / row['wall_s']:.0f}% "
+                  f"of the workers' wall), heaviest chunks of {CHUNK} " + ", ".join(
+                      f"{c:.2f}" for c in row['heaviest_chunks']) + " s")
         else:
             print(f"  main thread: {shares}; reference thread {row['reference_thread_s']:.1f} s")
         print(f"  statuses: {row['statuses']}")
