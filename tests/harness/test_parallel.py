@@ -149,3 +149,73 @@ def test_a_bad_jobs_value_is_one_line(text):
 
     with pytest.raises(argparse.ArgumentTypeError, match="--jobs must be auto or a whole number"):
         _jobs(text)
+
+
+def _chunks(costs):
+    """Chunks of one case each, and the seconds the last run took on them."""
+    cases = all_cases()[:len(costs)]
+    return [[c] for c in cases], {c.id: cost for c, cost in zip(cases, costs)}
+
+
+def test_chunks_the_last_run_found_slow_go_out_first_slowest_first_then_case_order():
+    chunks, seconds = _chunks([0.1, 0.1, 3.0, 0.1, 0.1, 5.0, 0.1, 0.1])
+    assert parallel.submission_order(chunks, seconds) == [5, 2, 0, 1, 3, 4, 6, 7]
+    assert parallel.submission_order(chunks, {}) == list(range(8)), "no timings: case order"
+    even, _ = _chunks([1.0] * 4)
+    assert parallel.submission_order(even, {c[0].id: 1.0 for c in even}) == [0, 1, 2, 3]
+
+
+class RecordsSubmits:
+    """A pool that runs each chunk at once in the caller and records which chunk was handed out when."""
+
+    order: list[str] = []
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def submit(self, fn, chunk):
+        import concurrent.futures
+
+        RecordsSubmits.order.append(chunk[0].id)
+        future = concurrent.futures.Future()
+        future.set_result((parallel.run_alone(RUNNER, chunk), []))
+        return future
+
+    def shutdown(self, **kwargs):
+        pass
+
+
+def test_a_run_hands_out_last_runs_slow_chunk_first_and_keeps_its_own_seconds(monkeypatch, tmp_path):
+    from vkdiff.harness import timings
+
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(tmp_path))
+    cases = all_cases()[:6 * parallel.CHUNK]
+    entry = timings.path_for(RUNNER.settings.transport, RUNNER.slugs)
+    timings.store(entry, {**{c.id: 0.01 for c in cases}, cases[4 * parallel.CHUNK + 3].id: 5.0, "gone[x]": 1.0})
+    RecordsSubmits.order = []
+    monkeypatch.setattr(parallel.concurrent.futures, "ProcessPoolExecutor", RecordsSubmits)
+    got = list(parallel.run_parallel(cases, RUNNER, 1))
+    assert RecordsSubmits.order == [cases[i * parallel.CHUNK].id for i in (4, 0, 1, 2, 3, 5)]
+    assert _rows(got) == _rows(parallel.run_alone(RUNNER, cases)), "results still in case order"
+    kept = timings.load(entry)
+    assert set(kept) == {c.id for c in cases} | {"gone[x]"}
+    assert kept[cases[4 * parallel.CHUNK + 3].id] == next(r.seconds for r in got
+                                                          if r.case == cases[4 * parallel.CHUNK + 3].id)
+
+
+@pytest.mark.parametrize("content", [b"not an entry", "json"])
+def test_a_corrupt_timings_entry_is_repaired_and_the_chunks_go_in_case_order(monkeypatch, tmp_path, content):
+    from vkdiff.datamodel import REPAIRS
+    from vkdiff.datamodel.cache import write_entry
+    from vkdiff.harness import timings
+
+    monkeypatch.setenv("VKDIFF_CACHE_DIR", str(tmp_path))
+    entry = timings.path_for("wgpu", ["some-gpu"])
+    entry.parent.mkdir(parents=True)
+    if content == "json":
+        write_entry(entry, b'{"add[x]": "slow"}')
+    else:
+        entry.write_bytes(content)
+    repairs = len(REPAIRS)
+    assert timings.load(entry) == {}
+    assert not entry.exists() and len(REPAIRS) == repairs + 1 and str(entry) in REPAIRS[-1].path
