@@ -14,8 +14,6 @@ folder         entry                      check
 ``derived/``   a tree's variant names and header hash; named by a hash of every input the codegen reads
                module keys, as derived
 ``pipelines/`` a driver's VkPipelineCache  header hash; the Vulkan header names the device (on use)
-``timings/``   seconds per kernel case on  header hash; a map of case ids to seconds (on use); only the
-               a (transport, devices)     order ``--jobs`` hands chunks out in reads it
 ``include/``   a tree's generated headers manifest; compared with the codegen's (on use)
 ``trees/``     an extracted tree          manifest; compared with its source (on use)
 ``llm/``       a generated checkpoint     manifest of file hashes
@@ -38,7 +36,7 @@ from pathlib import Path
 
 from vkdiff.datamodel import CacheCorruptError, read_entry, verify_manifest
 
-FILE_ENTRIES = ("spv", "index", "lowered", "baked", "traits", "derived", "pipelines", "timings")
+FILE_ENTRIES = ("spv", "index", "lowered", "baked", "traits", "derived", "pipelines")
 FOLDER_ENTRIES = ("include", "trees", "llm")
 
 

@@ -3,9 +3,8 @@
 A kernel case's host work (its graph, pipelines, references, judging) is Python on one
 core while the GPU idles; N workers keep N cores busy. Cases go out in chunks of
 consecutive ids (one op's cases share pipelines), dealt to whichever worker is free (a
-slow chunk never holds the other workers back): the chunks the last run's timings say are
-slow first (``timings``), the rest in case order. Results come back in case order.
-Verdicts do not change: each case is seeded from its id, and a chunk whose worker
+slow chunk never holds the other workers back), and their results come back in case
+order. Verdicts do not change: each case is seeded from its id, and a chunk whose worker
 died (a driver abort, a lost device) is run again here, one case at a time, in the
 caller's runner, with its isolation (``--timeout``).
 """
@@ -15,23 +14,19 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import multiprocessing
-import statistics
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.datamodel import REPAIRS, Repair, Result
 from vkdiff.datamodel.settings import RunSettings
 from vkdiff.device.shaders.trees import TreeChoice
-from vkdiff.harness import timings
 
 CHUNK = 16
 """Consecutive cases a worker takes at a time."""
 AUTO_MAX = 16
 """Most workers ``--jobs auto`` starts (each holds a device and its pipelines). On a 16-core H200 host the kernel
 suite took 27.9 s through wgpu with 8 workers and 20.0 s with 16 (raw Vulkan: 13.3 and 13.2 s)."""
-HEAVY = 2.0
-"""A chunk the last run's timings expect to take this many times the mean chunk or more is handed out first."""
 
 
 def jobs_for(asked: int | None, kernel_cases: int) -> int:
@@ -93,72 +88,37 @@ def spec_of(runner: Any) -> JobSpec:
                    on_driver_bug=runner.on_driver_bug)
 
 
-def submission_order(chunks: Sequence[Sequence[KernelCase]], seconds: Mapping[str, float]) -> list[int]:
-    """Chunk indices in the order workers take them: the chunks ``seconds`` (the last run's, by case id) expect
-    to take at least ``HEAVY`` times the mean chunk, slowest first, so that none starts late and ends the run
-    alone; then the rest in case order, so that results flow as they come. Unknown cases count as the median."""
-    if not seconds or not chunks:
-        return list(range(len(chunks)))
-    typical = statistics.median(seconds.values())
-    cost = [sum(seconds.get(case.id, typical) for case in chunk) for chunk in chunks]
-    mean = sum(cost) / len(cost)
-    heavy = sorted((i for i, c in enumerate(cost) if c >= HEAVY * mean and c > 0), key=lambda i: (-cost[i], i))
-    first = set(heavy)
-    return heavy + [i for i in range(len(chunks)) if i not in first]
-
-
 def run_parallel(cases: Sequence[KernelCase], runner: Any, jobs: int,
                  stop: Callable[[], bool] = lambda: False) -> Iterator[Result]:
     """The results of ``cases`` (kernel cases) from ``jobs`` workers, in case order; ``stop`` ends it between
     chunks (at most two chunks a worker are in flight, so the workers stop soon after).
 
     A free worker takes the next chunk whether or not the chunks before it are back, so a slow chunk holds back
-    the order results are given in, never the other workers; chunks the last run found slow go out first. When a
-    worker dies, the first chunk not yet back runs again in ``runner`` and a fresh pool takes the chunks after
-    it. Each case's seconds are kept for the next run's order (``timings``)."""
+    the order results are given in, never the other workers. When a worker dies, the first chunk not yet back runs
+    again in ``runner`` and a fresh pool takes the chunks after it."""
     chunks = [list(cases[i:i + CHUNK]) for i in range(0, len(cases), CHUNK)]
     spec = spec_of(runner)
-    where = timings.path_for(spec.settings.transport, spec.slugs)
-    seconds = timings.load(where)
-    order = submission_order(chunks, seconds)
-    took: dict[str, float] = {}
     back: dict[int, list[Result]] = {}
     done: int | None = 0
-    try:
-        while done is not None and done < len(chunks):
-            pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                          initializer=_start, initargs=(spec,))
-            ahead = [i for i in order if i >= done and i not in back]
-            try:
-                done = yield from _timed(_drain(pool, chunks, back, done, ahead, 2 * jobs, stop), took)
-            finally:
-                pool.shutdown(wait=False, cancel_futures=True)
-            if done is not None and done < len(chunks):
-                yield from _timed(iter(run_alone(runner, chunks[done])), took)
-                done += 1
-    finally:
-        if took:
-            timings.store(where, {**seconds, **took})
-
-
-def _timed(results: Iterator[Result], took: dict[str, float]) -> Generator[Result, None, Any]:
-    """``results`` passed on, each case's seconds (over its devices) added to ``took``; returns what they return."""
-    while True:
+    while done is not None and done < len(chunks):
+        pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=_start, initargs=(spec,))
         try:
-            result = next(results)
-        except StopIteration as end:
-            return end.value
-        took[result.case] = took.get(result.case, 0.0) + (result.seconds or 0.0)
-        yield result
+            done = yield from _drain(pool, chunks, back, done, 2 * jobs, stop)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        if done is not None and done < len(chunks):
+            yield from run_alone(runner, chunks[done])
+            done += 1
 
 
 def _drain(pool: concurrent.futures.Executor, chunks: list[list[KernelCase]], back: dict[int, list[Result]],
-           done: int, ahead: list[int], window: int, stop: Callable[[], bool]) -> Generator[Result, None, int | None]:
-    """Yield the results of ``chunks[done:]`` in order as ``pool`` returns them, submitting ``ahead`` in its order,
-    ``window`` chunks in flight (``back`` keeps those that came early). Returns the first chunk not back when the
-    pool broke, ``len(chunks)`` when all are given, None on ``stop``."""
+           done: int, window: int, stop: Callable[[], bool]) -> Generator[Result, None, int | None]:
+    """Yield the results of ``chunks[done:]`` in order as ``pool`` returns them, ``window`` chunks in flight
+    (``back`` keeps those that came early). Returns the first chunk not back when the pool broke, ``len(chunks)``
+    when all are given, None on ``stop``."""
     pending: dict[concurrent.futures.Future, int] = {}
-    queue = iter(ahead)
+    ahead = done
     while True:
         while done in back:
             yield from back.pop(done)
@@ -166,8 +126,10 @@ def _drain(pool: concurrent.futures.Executor, chunks: list[list[KernelCase]], ba
         if done == len(chunks) or stop():
             return None if done < len(chunks) else done
         try:
-            while len(pending) < window and (index := next(queue, None)) is not None:
-                pending[pool.submit(_run_chunk, chunks[index])] = index
+            while len(pending) < window and ahead < len(chunks):
+                if ahead not in back:
+                    pending[pool.submit(_run_chunk, chunks[ahead])] = ahead
+                ahead += 1
         except BrokenProcessPool:
             return done  # a worker died before this submit
         if not pending:
