@@ -513,9 +513,10 @@ class ComputeGraph:
                         exc.node_index = node.node
                     raise
                 self.node_seconds[node.node] = self.node_seconds.get(node.node, 0.0) + time.perf_counter() - tick
+            along = self._guards_along() if not recordable else None
             self._flush()
             self._recorded = self._batch.recorded if recordable else None
-            self.check_guards()
+            self.check_guards(along)
             if self.sync is not None:
                 self._check_sync()
         finally:
@@ -568,21 +569,42 @@ class ComputeGraph:
                     raise
                 raise _named_binding(exc, self.ctx, exc.shader) from None
 
-    def check_guards(self) -> None:
-        """Every guard band still holds its canaries (not on a tracing device, whose replay reads what it recorded).
+    def _guard_ranges(self) -> list[tuple[Tensor, int, int]]:
+        """The guard bands, then the outputs read along with them (nothing on a tracing device, whose replay reads
+        what it recorded)."""
+        if hasattr(self.device, "record_dispatch"):
+            return []
+        return [(t, t.guard, resources.GUARD_BYTES) for t in self.guarded] + [
+            (t, 0, int(t.handle.size)) for t in self._read_along]
+
+    def _guards_along(self) -> resources.CopyOut | None:
+        """The guard bands' copy recorded as the last command of the execute's own submission (one fence wait for
+        both, where the transport puts its barriers between commands: not with ET-VK's exact barriers)."""
+        ranges = self._guard_ranges()
+        if not ranges or self._batch is None or self._batch.exact:
+            return None
+        along = resources.CopyOut(self.device, ranges)
+        self._batch.add("reading the guard bands", along.record, noted=False)
+        return along
+
+    def check_guards(self, along: resources.CopyOut | None = None) -> None:
+        """Every guard band still holds its canaries (read by ``along`` when the execute's submission copied them).
 
         Raises:
             OutOfBoundsError: a band changed; names the tensor, where, and the dispatches that bound it (the
                 first one's node and shader are set on the exception).
         """
-        if hasattr(self.device, "record_dispatch") or not (self.guarded or self._read_along):
+        ranges = self._guard_ranges()
+        if not ranges:
             return
-        ranges = [(t, t.guard, resources.GUARD_BYTES) for t in self.guarded]
-        ranges += [(t, 0, int(t.handle.size)) for t in self._read_along]
         outputs = len(self._read_along)
-        raws = resources.copy_out(self.device, ranges, (f"reading back {outputs} output{'s' * (outputs != 1)} with "
-                                                        if outputs else "reading ")
-                                  + f"the guard bands of {len(self.guarded)} buffers")
+        what = ((f"reading back {outputs} output{'s' * (outputs != 1)} with " if outputs else "reading ")
+                + f"the guard bands of {len(self.guarded)} buffers")
+        if along is None:
+            raws = resources.copy_out(self.device, ranges, what)
+        else:
+            with watchdog.waiting(what):
+                raws = self.device.call(DispatchError, what, along.read)
         self._read_bytes = {id(t): raw for t, raw in zip(self._read_along, raws[len(self.guarded):])}
         for tensor, band in zip(self.guarded, raws):
             changed = np.flatnonzero(band != resources.CANARY)

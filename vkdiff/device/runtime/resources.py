@@ -171,29 +171,43 @@ def read_guards(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
                     f"reading the guard bands of {len(tensors)} buffers")
 
 
+class CopyOut:
+    """Byte ranges (tensor, offset, size) of buffer tensors, copied into one mappable buffer by commands recorded
+    into a submission (``record``), and read from it once that submission is done (``read``)."""
+
+    def __init__(self, device: Any, ranges: Sequence[tuple[Tensor, int, int]]):
+        self.ranges = list(ranges)
+        self.offsets = np.concatenate([[0], np.cumsum([size for _, _, size in self.ranges])]).astype(int)
+        self.target = device.create_buffer(size=int(self.offsets[-1]), usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST)
+
+    def record(self, encoder: Any) -> None:
+        for (tensor, start, size), at in zip(self.ranges, self.offsets):
+            encoder.copy_buffer_to_buffer(tensor.handle, int(start), self.target, int(at), int(size))
+
+    def read(self) -> list[np.ndarray]:
+        self.target.map_sync(MapMode.READ)
+        raw = np.frombuffer(bytes(self.target.read_mapped()), np.uint8)
+        self.target.unmap()
+        self.target.destroy()
+        return [raw[at:at + size] for (_, _, size), at in zip(self.ranges, self.offsets)]
+
+
 def copy_out(device: Any, ranges: Sequence[tuple[Tensor, int, int]], what: str) -> list[np.ndarray]:
     """Byte ranges (tensor, offset, size) of buffer tensors, copied into one buffer with one submission and one map
     (a read each costs a round trip: 201 probes of a 200-node delegate took 0.6 s on lavapipe one by one)."""
     if not ranges:
         return []
-    offsets = np.concatenate([[0], np.cumsum([size for _, _, size in ranges])]).astype(int)
 
-    def copy_map_read() -> bytes:
-        target = device.create_buffer(size=int(offsets[-1]), usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST)
+    def copy_map_read() -> list[np.ndarray]:
+        out = CopyOut(device, ranges)
         encoder = device.create_command_encoder(label="readback")
         encoder.exact = True  # raw Vulkan: copies between disjoint ranges need no barrier between them
-        for (tensor, start, size), at in zip(ranges, offsets):
-            encoder.copy_buffer_to_buffer(tensor.handle, int(start), target, int(at), int(size))
+        out.record(encoder)
         device.queue.submit([encoder.finish()])
-        target.map_sync(MapMode.READ)
-        data = bytes(target.read_mapped())
-        target.unmap()
-        target.destroy()
-        return data
+        return out.read()
 
     with watchdog.waiting(what):
-        raw = np.frombuffer(device.call(DispatchError, what, copy_map_read), np.uint8)
-    return [raw[at:at + size] for (_, _, size), at in zip(ranges, offsets)]
+        return device.call(DispatchError, what, copy_map_read)
 
 
 def write(device: Any, tensor: Tensor, array: np.ndarray) -> None:

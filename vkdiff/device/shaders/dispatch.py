@@ -362,6 +362,8 @@ class Pending:
     ranges: dict[int, int] | None = None
     module: bytes | None = None
     """The SPIR-V the device ran (an instruction index of a layer report points into it)."""
+    noted: bool = True
+    """Named to the watchdog as dispatched (a readback copy is not: a hang names the dispatches before it)."""
 
 
 def locate_out_of_bounds(exc: OutOfBoundsError, pending: Sequence[Pending]) -> OutOfBoundsError:
@@ -408,8 +410,8 @@ class Batch:
         """The node whose dispatches are being added (named by an error of the submission)."""
 
     def add(self, what: str, record: Any, ranges: dict[int, int] | None = None, shader: str | None = None,
-            module: bytes | None = None) -> None:
-        self.pending.append(Pending(what, record, self.node, shader, ranges, module))
+            module: bytes | None = None, noted: bool = True) -> None:
+        self.pending.append(Pending(what, record, self.node, shader, ranges, module, noted))
 
     def flush(self) -> None:
         """Submit what is pending (nothing when empty)."""
@@ -429,7 +431,8 @@ class Batch:
                 self.device.queue.submit([encoder.finish()])
 
         for entry in pending:
-            watchdog.note_dispatch(entry.what)
+            if entry.noted:
+                watchdog.note_dispatch(entry.what)
         try:
             self.device.call(DispatchError, f"batch of {len(pending)} dispatches", submit_all)
         except OutOfBoundsError as exc:
