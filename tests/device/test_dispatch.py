@@ -135,21 +135,23 @@ def test_binding_check_compares_kinds_and_widths():
     assert binding_mismatch(sampled, tensor("float32", "texture3d")) is not None
 
 
-def test_a_launch_reads_its_guard_bands_in_its_own_submission(et_tree, monkeypatch):
-    """The execute's submission ends with the copy of the guard bands (and of a width-packed buffer output): no
-    readback submission of its own follows (``copy_out``), and the output is all there. A write past the tensor is
-    still seen that way, through both transports (tests/faults)."""
+@pytest.mark.parametrize("storage", ["buffer", "texture3d"])
+def test_a_launch_reads_its_outputs_and_guard_bands_in_its_own_submission(et_tree, storage, monkeypatch):
+    """The execute's submission ends with the copies of the guard bands and of the outputs (a buffer's bytes, a
+    texture's whole image): no readback submission of its own follows, and the output is all there. A write past
+    the tensor is still seen that way, through both transports (tests/faults)."""
     from tests.testutils import first_adapter
     from vkdiff.cases.kernels import all_cases
     from vkdiff.device.runtime.context import DeviceContext
     from vkdiff.device.shaders.build import ShaderBuilder
     from vkdiff.executors.kernel import build, prepare_case
 
-    case = all_cases(r"^add\[B1-H7-W64-fp32-buffer\]$")[0]
+    case = all_cases(rf"^add\[B1-H7-W64-fp32-{storage}\]$")[0]
     prepared = prepare_case(case, 0)
     graph = build(DeviceContext(*first_adapter(), ShaderBuilder(et_tree)), case, prepared)
-    copies = []
-    monkeypatch.setattr(resources, "copy_out", lambda *args, **kwargs: copies.append(args))
+    apart = []
+    for name in ("copy_out", "read", "read_raw"):
+        monkeypatch.setattr(resources, name, lambda *args, name=name, **kwargs: apart.append(name))
     launched = graph.launch()
-    assert copies == [] and launched.unwritten == 0
+    assert apart == [] and launched.unwritten == 0
     np.testing.assert_allclose(launched.output, prepared.expected, rtol=1e-6)

@@ -570,21 +570,25 @@ class ComputeGraph:
                 raise _named_binding(exc, self.ctx, exc.shader) from None
 
     def _guard_ranges(self) -> list[tuple[Tensor, int, int]]:
-        """The guard bands, then the outputs read along with them (nothing on a tracing device, whose replay reads
-        what it recorded)."""
+        """The guard bands, then the buffer outputs read along with them (nothing on a tracing device, whose replay
+        reads what it recorded)."""
         if hasattr(self.device, "record_dispatch"):
             return []
         return [(t, t.guard, resources.GUARD_BYTES) for t in self.guarded] + [
-            (t, 0, int(t.handle.size)) for t in self._read_along]
+            (t, 0, int(t.handle.size)) for t in self._read_along if t.storage == "buffer"]
 
     def _guards_along(self) -> resources.CopyOut | None:
-        """The guard bands' copy recorded as the last command of the execute's own submission (one fence wait for
-        both, where the transport puts its barriers between commands: not with ET-VK's exact barriers)."""
-        ranges = self._guard_ranges()
-        if not ranges or self._batch is None or self._batch.exact:
+        """The guard bands' and the outputs' copies recorded as the last commands of the execute's own submission
+        (one fence wait for all, where the transport puts its barriers between commands: not with ET-VK's exact
+        barriers, where texture outputs are read apart)."""
+        if hasattr(self.device, "record_dispatch") or self._batch is None or self._batch.exact:
             return None
-        along = resources.CopyOut(self.device, ranges)
-        self._batch.add("reading the guard bands", along.record, noted=False)
+        ranges = self._guard_ranges()
+        images = [t for t in self._read_along if t.storage != "buffer"]
+        if not (ranges or images):
+            return None
+        along = resources.CopyOut(self.device, ranges, images)
+        self._batch.add("reading the outputs and guard bands", along.record, noted=False)
         return along
 
     def check_guards(self, along: resources.CopyOut | None = None) -> None:
@@ -595,7 +599,7 @@ class ComputeGraph:
                 first one's node and shader are set on the exception).
         """
         ranges = self._guard_ranges()
-        if not ranges:
+        if not ranges and along is None:
             return
         outputs = len(self._read_along)
         what = ((f"reading back {outputs} output{'s' * (outputs != 1)} with " if outputs else "reading ")
@@ -605,7 +609,8 @@ class ComputeGraph:
         else:
             with watchdog.waiting(what):
                 raws = self.device.call(DispatchError, what, along.read)
-        self._read_bytes = {id(t): raw for t, raw in zip(self._read_along, raws[len(self.guarded):])}
+        read = [t for t in self._read_along if t.storage == "buffer"] + ([] if along is None else along.images)
+        self._read_bytes = {id(t): raw for t, raw in zip(read, raws[len(self.guarded):])}
         for tensor, band in zip(self.guarded, raws):
             changed = np.flatnonzero(band != resources.CANARY)
             if changed.size:
@@ -671,18 +676,24 @@ class ComputeGraph:
         needs ``index``, where each element sits in the raw storage (``staging.element_index``). An int8x4 tensor
         comes back through its staging node (``staging.read_nchw``): every int8 value is a valid one, so no
         poison could show in its raw words anyway."""
+        along = self._read_bytes.pop(id(tensor), None)
+        if along is not None and tensor.storage != "buffer":  # the whole image, from the execute's submission
+            if index is not None:
+                return along[index]
+            width, height, depth = resources.image_extent(tensor)
+            width4, rows, layers = layouts.texture_extent(tensor.shape)
+            texels = along.reshape(depth, height, width, 4)[:layers, :rows, :width4]
+            return layouts.from_texels(np.ascontiguousarray(texels), tensor.shape)
+        if along is not None:
+            along = np.frombuffer(along[: int(np.prod(tensor.buffer_shape)) * tensor.dtype.itemsize].tobytes(),
+                                  tensor.dtype)
         if index is not None:
-            return resources.read_raw(self.device, tensor)[index]
+            return (resources.read_raw(self.device, tensor) if along is None else along)[index]
         if tensor.spec.dtype == INT8X4:
             return self.readbacks[id(tensor)].get()
         if tensor.spec.layout != "width":
             raise ValueError(f"raw read of a {tensor.spec.layout}-packed tensor: give its staging.element_index")
-        along = self._read_bytes.pop(id(tensor), None)
-        if along is not None:
-            count = int(np.prod(tensor.buffer_shape))
-            raw = np.frombuffer(along[: count * tensor.dtype.itemsize].tobytes(), tensor.dtype)
-        else:
-            raw = resources.read(self.device, tensor)
+        raw = resources.read(self.device, tensor) if along is None else along
         if tensor.storage == "buffer":
             return np.ascontiguousarray(raw.reshape(-1)[: tensor.spec.numel]).reshape(tensor.spec.sizes)
         return raw
@@ -693,8 +704,7 @@ class ComputeGraph:
         ``index`` (one per output) places non-width-packed outputs' elements in their raw storage. Width-packed
         buffer outputs come back in the copy that reads the guard bands (one round trip for both)."""
         outs = out if isinstance(out, tuple) else (out,)
-        self._read_along = tuple(t for t in outs if index is None and t.storage == "buffer"
-                                 and t.spec.dtype != INT8X4 and t.spec.layout == "width")
+        self._read_along = tuple(t for t in outs if t.spec.dtype != INT8X4)
         try:
             self.execute()
         finally:

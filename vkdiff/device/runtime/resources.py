@@ -171,25 +171,62 @@ def read_guards(device: Any, tensors: Sequence[Tensor]) -> list[np.ndarray]:
                     f"reading the guard bands of {len(tensors)} buffers")
 
 
-class CopyOut:
-    """Byte ranges (tensor, offset, size) of buffer tensors, copied into one mappable buffer by commands recorded
-    into a submission (``record``), and read from it once that submission is done (``read``)."""
+TEXTURE_ROW_ALIGN = 256
+"""Bytes a texture's rows are padded to when copied into a buffer (WebGPU's ``bytesPerRow`` rule; raw Vulkan
+takes the same layout)."""
 
-    def __init__(self, device: Any, ranges: Sequence[tuple[Tensor, int, int]]):
-        self.ranges = list(ranges)
-        self.offsets = np.concatenate([[0], np.cumsum([size for _, _, size in self.ranges])]).astype(int)
-        self.target = device.create_buffer(size=int(self.offsets[-1]), usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST)
+
+class CopyOut:
+    """Byte ranges (tensor, offset, size) of buffer tensors and whole images of texture tensors, copied into one
+    mappable buffer by commands recorded into a submission (``record``), and read from it once that submission is
+    done (``read``)."""
+
+    def __init__(self, device: Any, ranges: Sequence[tuple[Tensor, int, int]], images: Sequence[Tensor] = ()):
+        self.ranges, self.images = list(ranges), list(images)
+        at = 0
+        self.offsets = []
+        for _, _, size in self.ranges:
+            self.offsets.append(at)
+            at += int(size)
+        self.rows: list[tuple[int, int, int]] = []
+        """Per image: its byte offset in the target, its row bytes and its row bytes padded."""
+        for image in self.images:
+            width, height, depth = image_extent(image)
+            row = width * 4 * image.dtype.itemsize
+            padded = -(-row // TEXTURE_ROW_ALIGN) * TEXTURE_ROW_ALIGN
+            at = -(-at // TEXTURE_ROW_ALIGN) * TEXTURE_ROW_ALIGN
+            self.rows.append((at, row, padded))
+            at += padded * height * depth
+        self.target = device.create_buffer(size=max(at, 4), usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST)
 
     def record(self, encoder: Any) -> None:
         for (tensor, start, size), at in zip(self.ranges, self.offsets):
             encoder.copy_buffer_to_buffer(tensor.handle, int(start), self.target, int(at), int(size))
+        for image, (at, _, padded) in zip(self.images, self.rows):
+            width, height, depth = image_extent(image)
+            encoder.copy_texture_to_buffer({"texture": image.handle}, {
+                "buffer": self.target, "offset": at, "bytes_per_row": padded, "rows_per_image": height},
+                (width, height, depth))
 
     def read(self) -> list[np.ndarray]:
+        """Each range's bytes (uint8), then each image's elements as ``read_raw`` gives them."""
         self.target.map_sync(MapMode.READ)
         raw = np.frombuffer(bytes(self.target.read_mapped()), np.uint8)
         self.target.unmap()
         self.target.destroy()
-        return [raw[at:at + size] for (_, _, size), at in zip(self.ranges, self.offsets)]
+        out = [raw[at:at + size] for (_, _, size), at in zip(self.ranges, self.offsets)]
+        for image, (at, row, padded) in zip(self.images, self.rows):
+            _, height, depth = image_extent(image)
+            rows = raw[at:at + padded * height * depth].reshape(height * depth, padded)[:, :row]
+            out.append(np.frombuffer(np.ascontiguousarray(rows).tobytes(), image.dtype))
+        return out
+
+
+def image_extent(tensor: Tensor) -> tuple[int, int, int]:
+    """A texture tensor's image as allocated (whatever sizes it was resized to), in texels."""
+    spec = tensor.allocated or tensor.spec
+    return (tuple(max(e, 1) for e in spec.extents) if spec is not None  # type: ignore[return-value]
+            else layouts.texture_extent(tensor.shape))
 
 
 def copy_out(device: Any, ranges: Sequence[tuple[Tensor, int, int]], what: str) -> list[np.ndarray]:
@@ -230,9 +267,7 @@ def read_raw(device: Any, tensor: Tensor) -> np.ndarray:
         with watchdog.waiting(what):
             raw = device.call(DispatchError, what, device.queue.read_buffer, tensor.handle)
         return np.frombuffer(raw, dtype=tensor.dtype)[: int(np.prod(tensor.buffer_shape))].copy()
-    spec = tensor.allocated or tensor.spec  # the whole image as allocated, whatever sizes it was resized to
-    width, height, depth = (tuple(max(e, 1) for e in spec.extents) if spec is not None
-                            else layouts.texture_extent(tensor.shape))
+    width, height, depth = image_extent(tensor)
     with watchdog.waiting(what):
         raw = device.call(DispatchError, what, device.queue.read_texture, {"texture": tensor.handle},
                        {"bytes_per_row": width * 4 * tensor.dtype.itemsize, "rows_per_image": height},

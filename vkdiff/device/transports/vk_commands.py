@@ -342,6 +342,13 @@ class Encoder:
         region = buffer_copy(int(source_offset), int(destination_offset), int(size))
         self.ops.append(lambda cb: binding().lib.vkCmdCopyBuffer(cb, source.handle, destination.handle, 1, region))
 
+    def copy_texture_to_buffer(self, source: dict, destination: dict, copy_size: Sequence[int]) -> None:
+        image: Image = source["texture"]
+        buffer: Buffer = destination["buffer"]
+        region = image_copy(image, destination, copy_size, int(destination.get("offset", 0)))
+        self.ops.append(lambda cb: binding().lib.vkCmdCopyImageToBuffer(
+            cb, image.handle, binding().VK_IMAGE_LAYOUT_GENERAL, buffer.handle, 1, region))
+
     def copy_texture_to_texture(self, source: dict, destination: dict, size: Sequence[int]) -> None:
         src, dst = source["texture"], destination["texture"]
 
@@ -407,6 +414,19 @@ class CommandList(list):
     def __init__(self, ops: Sequence[Record], exact: bool = False):
         super().__init__(ops)
         self.exact = exact
+
+
+def image_copy(image: Image, layout: dict, size: Sequence[int], offset: int = 0) -> Any:
+    """One ``VkBufferImageCopy`` of the image's first ``size`` texels, the buffer side laid out as ``layout`` says
+    (``bytes_per_row``, ``rows_per_image``, as wgpu's ``ImageCopyBuffer``)."""
+    vk = binding()
+    texel = TEXEL_BYTES[image.format]
+    return vk.ffi.new("VkBufferImageCopy *", {
+        "bufferOffset": offset, "bufferRowLength": int(layout.get("bytes_per_row", 0)) // texel,
+        "bufferImageHeight": int(layout.get("rows_per_image", 0)),
+        "imageSubresource": {"aspectMask": vk.VK_IMAGE_ASPECT_COLOR_BIT, "mipLevel": 0, "baseArrayLayer": 0,
+                             "layerCount": 1},
+        "imageExtent": {"width": int(size[0]), "height": int(size[1]), "depth": int(size[2])}})
 
 
 def image_layers(vk: Any) -> Any:
@@ -576,22 +596,12 @@ class Queue:
             return memoryview(bytes(staging.mapped[0:size]))
         return memoryview(bytes(buffer.mapped[int(buffer_offset):int(buffer_offset) + size]))
 
-    def _image_copy(self, image: Image, layout: dict, size: Sequence[int]) -> Any:
-        vk = binding()
-        texel = TEXEL_BYTES[image.format]
-        return vk.ffi.new("VkBufferImageCopy *", {
-            "bufferOffset": 0, "bufferRowLength": int(layout.get("bytes_per_row", 0)) // texel,
-            "bufferImageHeight": int(layout.get("rows_per_image", 0)),
-            "imageSubresource": {"aspectMask": vk.VK_IMAGE_ASPECT_COLOR_BIT, "mipLevel": 0, "baseArrayLayer": 0,
-                                 "layerCount": 1},
-            "imageExtent": {"width": int(size[0]), "height": int(size[1]), "depth": int(size[2])}})
-
     def write_texture(self, destination: dict, data: Any, data_layout: dict, size: Sequence[int]) -> None:
         image: Image = destination["texture"]
         raw = np.frombuffer(memoryview(data).cast("B"), np.uint8)
         staging = Buffer(self.device, raw.size, "staging", host=True)
         staging.mapped[0:raw.size] = raw.tobytes()
-        region = self._image_copy(image, data_layout, size)
+        region = image_copy(image, data_layout, size)
         vk = binding()
         self.pending.append(lambda cb: vk.lib.vkCmdCopyBufferToImage(cb, staging.handle, image.handle,
                                                                      vk.VK_IMAGE_LAYOUT_GENERAL, 1, region))
@@ -600,7 +610,7 @@ class Queue:
         image: Image = source["texture"]
         nbytes = int(data_layout["bytes_per_row"]) * int(data_layout.get("rows_per_image", size[1])) * int(size[2])
         staging = Buffer(self.device, nbytes, "staging", host=True)
-        region = self._image_copy(image, data_layout, size)
+        region = image_copy(image, data_layout, size)
         vk = binding()
         self.run([lambda cb: vk.lib.vkCmdCopyImageToBuffer(cb, image.handle, vk.VK_IMAGE_LAYOUT_GENERAL, staging.handle,
                                                            1, region)], "read texture")
