@@ -114,3 +114,38 @@ def test_kernel_cases_pass_through_the_exact_spirv(et_tree, case_id):
     status, reason, transport = isolated(case_run, et_tree, case_id)
     assert transport == "vulkan"
     assert status == "PASS", reason
+
+
+def deferred_run(spv: bytes, n: int) -> tuple[bool, np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray]:
+    """In the child: a dispatch submitted alone is deferred into the next submission; the host reading its output,
+    then (a second one) the host overwriting its input, each wait for it to run first."""
+    from vkdiff.device.shaders.dispatch import PipelineCache, dispatch
+    from vkdiff.device.runtime import resources
+
+    _, raw = _raw_device()
+    pipeline = PipelineCache(raw).get(spv, {3: 2}, (64, 1, 1), label="scale_add")
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    out = resources.buffer_tensor(raw, np.full(n, np.nan, np.float32), "out")
+    inp = resources.buffer_tensor(raw, x, "x")
+    ubo = resources.uniform(raw, np.array([n, 1, 1, 1], np.int32).tobytes())
+    dispatch(raw, pipeline, [out, inp, ubo], (n, 1, 1), struct.pack("<fi", 1.5, 7))
+    deferred_then_read = raw.queue.dispatches_pending
+    first = resources.read(raw, out)
+    dispatch(raw, pipeline, [out, inp, ubo], (n, 1, 1), struct.pack("<fi", -2.0, 1))
+    deferred_then_written = raw.queue.dispatches_pending
+    resources.write(raw, inp, np.zeros(n, np.float32))
+    return deferred_then_read, first, deferred_then_written, resources.read(raw, out), x, resources.read(raw, inp)
+
+
+@requires_vulkan
+@requires_test_spirv
+def test_a_dispatch_submitted_alone_runs_before_the_host_reads_or_writes_what_it_uses():
+    """Raw Vulkan queues a lone dispatch (a prepack) into the next submission, as ET-VK's prepack command buffer
+    precedes the execute; a host read of its output or a host write of its input first runs it."""
+    n = 300
+    read_deferred, first, write_deferred, second, x, overwritten = isolated(
+        deferred_run, compile_glsl("scale_add.glsl"), n)
+    assert read_deferred and write_deferred, "both dispatches were deferred"
+    np.testing.assert_array_equal(first, x * np.float32(1.5) + np.float32(4 + 7 + 64))
+    np.testing.assert_array_equal(second, x * np.float32(-2.0) + np.float32(4 + 1 + 64))
+    assert not overwritten.any()

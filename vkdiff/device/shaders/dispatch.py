@@ -270,7 +270,9 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     """Bind ``resources[i]`` to binding ``i``, push ``immediates`` and dispatch ``global_size`` invocations.
 
     With ``batch``, the dispatch is encoded into the batch's command buffer, submitted with the others at
-    ``Batch.flush`` (as ET-VK records a graph's dispatches into one command buffer); else it is submitted now.
+    ``Batch.flush`` (as ET-VK records a graph's dispatches into one command buffer); else it runs first in the
+    device's next submission where the transport defers (raw Vulkan: a prepack dispatch rides with the next
+    execute, as ET-VK's prepack command buffer precedes it), or is submitted now.
 
     As in ET-VK, the launcher provides every descriptor slot of the op; slots the compiled
     shader does not declare (glslc drops unused ones, e.g. the bias of older trees) are
@@ -320,6 +322,9 @@ def dispatch(device: Any, pipeline: Pipeline, resources: Sequence[Any], global_s
     if batch is not None:
         batch.add(f"{label} {groups}", record, ranges=_buffer_ranges(bindings, resources), shader=label,
                   module=pipeline.module)
+        return
+    if not hasattr(device, "record_dispatch") and device.defer(record):
+        watchdog.note_dispatch(f"{label} {groups}")
         return
 
     def submit() -> None:

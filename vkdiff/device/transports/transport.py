@@ -67,6 +67,11 @@ class Transport(Protocol):
             DeviceLimitError: a user is over the device's limits, or the transport cannot alias.
         """
 
+    def defer(self, record: Callable[[Any], None]) -> bool:
+        """Whether ``record`` (commands for an encoder) was queued to run first in the next submission instead of
+        submitting alone (every later submission and read runs it first, as raw Vulkan runs deferred uploads);
+        False where the transport does not (the caller submits it)."""
+
     def blit(self, src: Any, dst: Any, label: str) -> None:
         """ET-VK's ``BlitNode``: image ``src`` onto image ``dst`` (both ``resources.Tensor``).
 

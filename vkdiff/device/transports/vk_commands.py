@@ -504,7 +504,11 @@ class Queue:
             "flags": 0 if keep else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT}) for keep in (False, True)}
         """What every submission's calls take, made once: the hot path calls the binding's ``lib`` directly."""
         self.pending: list[Record] = []
-        """Deferred uploads and layout transitions, in order (their closures keep their staging buffers alive)."""
+        """Deferred uploads, layout transitions and dispatches, in order (their closures keep what they use
+        alive)."""
+        self.dispatches_pending = False
+        """A dispatch is among ``pending`` (``VkDevice.defer``): the host reads or writes mapped memory only after
+        it ran."""
 
     def release_handles(self) -> tuple[Any, Any]:
         return self.pool, self.fence
@@ -517,7 +521,7 @@ class Queue:
             self.flush()
         vk = binding()
         dev = self.device.handle
-        head, self.pending = self.pending, []
+        head, self.pending, self.dispatches_pending = self.pending, [], False
         seen = len(LAYER_MESSAGES)  # the layer reports hazards within a command buffer as they are recorded
         cbs = vk.ffi.new("VkCommandBuffer[1]")
         vk_result(vk.lib.vkAllocateCommandBuffers(dev, self._allocate, cbs), DispatchError, f"{what}: command buffer")
@@ -580,6 +584,7 @@ class Queue:
             raise DispatchError(f"write of {raw.size} bytes at {buffer_offset} overruns {buffer.label or 'a buffer'} "
                                 f"of {buffer.size} bytes")
         if buffer.mapped is not None:
+            self._settle()
             buffer.mapped[int(buffer_offset):end] = raw.tobytes()
             return
         staging = Buffer(self.device, raw.size, "staging", host=True)
@@ -594,7 +599,13 @@ class Queue:
             region = buffer_copy(int(buffer_offset), 0, size)
             self.run([lambda cb: binding().lib.vkCmdCopyBuffer(cb, buffer.handle, staging.handle, 1, region)], "read")
             return memoryview(bytes(staging.mapped[0:size]))
+        self._settle()
         return memoryview(bytes(buffer.mapped[int(buffer_offset):int(buffer_offset) + size]))
+
+    def _settle(self) -> None:
+        """Run the deferred dispatches before the host touches mapped memory they may read or write."""
+        if self.dispatches_pending:
+            self.flush("deferred dispatches, before the host reads or writes mapped memory")
 
     def write_texture(self, destination: dict, data: Any, data_layout: dict, size: Sequence[int]) -> None:
         image: Image = destination["texture"]

@@ -328,6 +328,17 @@ class VkDevice:
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
                         spec=dict(spec_constants))
 
+    def defer(self, record: Any) -> bool:
+        """Queue ``record``'s commands into the next submission (each followed by a full barrier), not under a
+        validation layer, whose reports name the submission they come in."""
+        if self.adapter.validate:
+            return False
+        encoder = self.create_command_encoder(label="deferred")
+        record(encoder)
+        self.queue.pending.extend(encoder.ops)
+        self.queue.dispatches_pending = True
+        return True
+
     def blit(self, src: Any, dst: Any, label: str) -> None:
         """``vkCmdBlitImage`` of the whole of ``src`` onto the whole of ``dst`` (formats converted, sizes scaled)."""
         encoder = self.create_command_encoder(label=label)

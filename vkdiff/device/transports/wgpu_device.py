@@ -225,6 +225,11 @@ class WgpuDevice:
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size),
                         infinities_clamped=clamped, module=module_bytes)
 
+    @staticmethod
+    def defer(record: Callable[[Any], None]) -> bool:
+        """Never: a wgpu submission returns at once (its wait is the next map's), so one alone costs no round trip."""
+        return False
+
     def allocate_shared(self, tensors: Any, label: str) -> None:
         """Never called (``aliases`` is False): wgpu cannot bind two resources to one allocation."""
         raise DeviceLimitError(f"{label}: wgpu cannot bind two resources to one allocation")
