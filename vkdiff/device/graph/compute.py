@@ -701,8 +701,9 @@ class ComputeGraph:
     def launch(self, out: Tensor | tuple[Tensor, ...], index: tuple[np.ndarray, ...] | None = None) -> Launch:
         """Execute the graph once, read ``out`` (or each output of a tuple) back and summarise what produced it.
 
-        ``index`` (one per output) places non-width-packed outputs' elements in their raw storage. Width-packed
-        buffer outputs come back in the copy that reads the guard bands (one round trip for both)."""
+        ``index`` (one per output) places non-width-packed outputs' elements in their raw storage. The outputs (a
+        buffer's bytes, a texture's whole image) come back with the guard bands in the execute's own submission
+        (``_guards_along``; one round trip for all), else in the copy that reads the guard bands."""
         outs = out if isinstance(out, tuple) else (out,)
         self._read_along = tuple(t for t in outs if t.spec.dtype != INT8X4)
         try:

@@ -584,7 +584,7 @@ class Queue:
             raise DispatchError(f"write of {raw.size} bytes at {buffer_offset} overruns {buffer.label or 'a buffer'} "
                                 f"of {buffer.size} bytes")
         if buffer.mapped is not None:
-            self._settle()
+            self.settle()
             buffer.mapped[int(buffer_offset):end] = raw.tobytes()
             return
         staging = Buffer(self.device, raw.size, "staging", host=True)
@@ -599,10 +599,10 @@ class Queue:
             region = buffer_copy(int(buffer_offset), 0, size)
             self.run([lambda cb: binding().lib.vkCmdCopyBuffer(cb, buffer.handle, staging.handle, 1, region)], "read")
             return memoryview(bytes(staging.mapped[0:size]))
-        self._settle()
+        self.settle()
         return memoryview(bytes(buffer.mapped[int(buffer_offset):int(buffer_offset) + size]))
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Run the deferred dispatches before the host touches mapped memory they may read or write."""
         if self.dispatches_pending:
             self.flush("deferred dispatches, before the host reads or writes mapped memory")

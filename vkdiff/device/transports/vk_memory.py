@@ -107,8 +107,11 @@ class Buffer:
         self.shared, self.mapped = shared, shared.mapped
 
     def map_sync(self, mode: int = 1) -> None:
+        """wgpu's map: the queue's deferred dispatches run first (``Queue.settle``), as a wgpu map waits for the
+        submissions before it."""
         if self.mapped is None:
             raise DispatchError(f"{self.label or 'a buffer'} is not host-visible: create it with MAP_READ usage")
+        self.device.queue.settle()
 
     def read_mapped(self) -> memoryview:
         return memoryview(bytes(self.mapped[0:self.size]))
