@@ -129,6 +129,7 @@ def deferred_run(spv: bytes, n: int) -> tuple[bool, np.ndarray, bool, np.ndarray
     inp = resources.buffer_tensor(raw, x, "x")
     ubo = resources.uniform(raw, np.array([n, 1, 1, 1], np.int32).tobytes())
     dispatch(raw, pipeline, [out, inp, ubo], (n, 1, 1), struct.pack("<fi", 1.5, 7))
+    resources.buffer_tensor(raw, np.ones(n, np.float32), "fresh")  # no deferred dispatch can use a new buffer
     deferred_then_read = raw.queue.dispatches_pending
     first = resources.read(raw, out)
     dispatch(raw, pipeline, [out, inp, ubo], (n, 1, 1), struct.pack("<fi", -2.0, 1))
@@ -141,7 +142,8 @@ def deferred_run(spv: bytes, n: int) -> tuple[bool, np.ndarray, bool, np.ndarray
 @requires_test_spirv
 def test_a_dispatch_submitted_alone_runs_before_the_host_reads_or_writes_what_it_uses():
     """Raw Vulkan queues a lone dispatch (a prepack) into the next submission, as ET-VK's prepack command buffer
-    precedes the execute; a host read of its output or a host write of its input first runs it."""
+    precedes the execute; a host read of its output or a host write of its input first runs it, a new buffer's
+    data does not."""
     n = 300
     read_deferred, first, write_deferred, second, x, overwritten = isolated(
         deferred_run, compile_glsl("scale_add.glsl"), n)

@@ -576,7 +576,9 @@ class Queue:
 
 
     def write_buffer(self, buffer: Buffer, buffer_offset: int, data: Any, data_offset: int = 0,
-                     size: int | None = None) -> None:
+                     size: int | None = None, fresh: bool = False) -> None:
+        """wgpu's ``write_buffer``; ``fresh``: a buffer just made, which no deferred dispatch can use (what they
+        use stays alive, so its memory is not reused), written without running them first."""
         raw = np.frombuffer(memoryview(data).cast("B"), np.uint8)[data_offset: None if size is None
                                                                    else data_offset + size]
         end = int(buffer_offset) + raw.size
@@ -584,7 +586,8 @@ class Queue:
             raise DispatchError(f"write of {raw.size} bytes at {buffer_offset} overruns {buffer.label or 'a buffer'} "
                                 f"of {buffer.size} bytes")
         if buffer.mapped is not None:
-            self.settle()
+            if not fresh:
+                self.settle()
             buffer.mapped[int(buffer_offset):end] = raw.tobytes()
             return
         staging = Buffer(self.device, raw.size, "staging", host=True)

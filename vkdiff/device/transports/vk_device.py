@@ -264,7 +264,7 @@ class VkDevice:
     def create_buffer_with_data(self, *, data: Any, usage: int = 0, label: str = "") -> "Buffer":
         raw = np.frombuffer(memoryview(data).cast("B"), np.uint8)
         buffer = Buffer(self, raw.size, label)
-        self.queue.write_buffer(buffer, 0, raw)
+        self.queue.write_buffer(buffer, 0, raw, fresh=True)
         return buffer
 
     def create_texture(self, *, size: Sequence[int], dimension: str = "2d", format: str, usage: int = 0,
