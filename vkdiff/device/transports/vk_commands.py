@@ -193,7 +193,7 @@ def _compute_pipeline(vk: Any, dev: Any, module: Any, layout: Any, spv: bytes,
     with watchdog.waiting(f"creating the pipeline of {label}"):
         try:
             handle = vk_call(ShaderLoadError, f"{label}: vkCreateComputePipelines", vk.vkCreateComputePipelines,
-                             dev, vk.VK_NULL_HANDLE if store is None else store.handle, 1,
+                             dev, vk.VK_NULL_HANDLE if store is None else store.ready().handle, 1,
                              [vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
             if store is not None:
                 store.made(vk, dev)

@@ -351,12 +351,11 @@ def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers:
     vk = binding()
     try:
         vk.vkDeviceWaitIdle(handle)
-        store.save(vk, handle)
+        store.close(vk, handle)
         for finalizer in finalizers:
             finalizer()
         arena.close()
         descriptors.close()
-        vk.vkDestroyPipelineCache(handle, store.handle, None)
         pool, fence = queue_handles
         vk.vkDestroyFence(handle, fence, None)
         vk.vkDestroyCommandPool(handle, pool, None)

@@ -11,13 +11,22 @@ the run starts with an empty cache; the driver still validates the data it is gi
 Several processes share one entry (``vkdiff run --jobs``, pytest-xdist): a save takes a
 lock, merges what another process stored since this one read the entry
 (``vkMergePipelineCaches``), then writes, so no process's pipelines are lost.
+
+The entry is large (40 MB for the kernel suite on an H200: 0.12 s to read, check and
+hand to the driver), and a run of one case needs it only for its first pipeline: it is
+read on a thread while the device opens, and ``ready()`` waits for it. A device whose
+pipelines all came from the cache leaves the driver's data the size it was given; its
+close then stores nothing (it used to read, merge and compare the whole entry again:
+0.18 s of a first verdict's exit there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import struct
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -73,18 +82,30 @@ def initial_data(path: Path | None, props: Any) -> bytes:
 
 
 class PipelineStore:
-    """A device's ``VkPipelineCache``: loaded when the device opens, saved when it closes if pipelines were made."""
+    """A device's ``VkPipelineCache``: read on a thread when the device opens, saved when it closes if the driver's
+    data grew."""
 
     def __init__(self, vk: Any, device: Any, physical: Any):
         props = self.props = vk.vkGetPhysicalDeviceProperties(physical)
         self.path = entry_path(props)
-        self.loaded = initial_data(self.path, props)
-        data = vk.ffi.from_buffer(self.loaded) if self.loaded else vk.ffi.NULL
-        self.handle = vk.vkCreatePipelineCache(device, vk.VkPipelineCacheCreateInfo(
-            initialDataSize=len(self.loaded), pInitialData=data), None)
         self.created = 0
         """Pipelines created through the cache since it was last stored (none: nothing to save)."""
         self.saved_at = time.monotonic()
+        self._opening: Future | None = _in_background(self._open, vk, device)
+
+    def _open(self, vk: Any, device: Any) -> tuple[bytes, Any]:
+        """The stored data, checked, and the ``VkPipelineCache`` made from it."""
+        loaded = initial_data(self.path, self.props)
+        data = vk.ffi.from_buffer(loaded) if loaded else vk.ffi.NULL
+        return loaded, vk.vkCreatePipelineCache(device, vk.VkPipelineCacheCreateInfo(
+            initialDataSize=len(loaded), pInitialData=data), None)
+
+    def ready(self) -> "PipelineStore":
+        """Wait until the cache is made (``loaded``: the data it was made from; ``handle``: the cache)."""
+        if self._opening is not None:
+            self.loaded, self.handle = self._opening.result()
+            self._opening = None
+        return self
 
     def made(self, vk: Any, device: Any) -> None:
         """Count a new pipeline; store the data every ``SAVE_EVERY_S`` while pipelines are being made (a run killed
@@ -98,6 +119,10 @@ class PipelineStore:
         self.saved_at = time.monotonic()
         if self.path is None or not self.created:
             return
+        self.ready()
+        if _cache_size(vk, device, self.handle) == len(self.loaded):
+            self.created = 0  # every pipeline was found in the data the driver was given
+            return
         try:
             with _locked(self.path):
                 self._merge_stored(vk, device)
@@ -108,6 +133,15 @@ class PipelineStore:
         except OSError:
             return
         self.loaded, self.created = data, 0
+
+    def close(self, vk: Any, device: Any) -> None:
+        """Save, then destroy the cache (one that could not be made has nothing to save or destroy)."""
+        try:
+            self.ready()
+        except Exception:  # noqa: BLE001 - the first pipeline on this device raised it already
+            return
+        self.save(vk, device)
+        vk.vkDestroyPipelineCache(device, self.handle, None)
 
     def _merge_stored(self, vk: Any, device: Any) -> None:
         """Merge into this cache what another process stored since this one read the entry."""
@@ -139,6 +173,27 @@ def _locked(path: Path) -> Any:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _in_background(fn: Any, *args: Any) -> Future:
+    """``fn(*args)`` on a thread of its own (hashing, reading and the driver's parsing release the GIL)."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - raised again where the result is taken
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="vkdiff-pipeline-cache", daemon=True).start()
+    return future
+
+
+def _cache_size(vk: Any, device: Any, handle: Any) -> int:
+    """The size of the driver's data (``vkGetPipelineCacheData`` without a buffer)."""
+    size = vk.ffi.new("size_t *")
+    vk.lib.vkGetPipelineCacheData(device, handle, size, vk.ffi.NULL)
+    return size[0]
 
 
 def _cache_data(vk: Any, device: Any, handle: Any) -> bytes:
