@@ -106,6 +106,37 @@ def test_a_run_in_one_process_opens_its_device_while_the_tree_is_chosen(monkeypa
     assert len(made) == 1 and made[0].startswith("vkdiff-open"), made
 
 
+@requires_vulkan
+@requires_tree
+def test_the_adapters_and_the_tree_are_resolved_while_the_cases_are_selected(monkeypatch, et_tree, tmp_path):
+    """``vkdiff run`` starts enumerating adapters and checking the tree before it imports its harness and selects
+    its cases, so the driver's instance and the tree's check overlap them (``inputs_ahead``)."""
+    import threading
+
+    from vkdiff.cases import kernels
+    from vkdiff.device.shaders import trees
+    from vkdiff.device.transports import adapters
+
+    started = {"select": threading.Event(), "choose_tree": threading.Event()}
+    real = {"select": adapters.select, "choose_tree": trees.choose_tree, "all_cases": kernels.all_cases}
+
+    def noted(name):
+        def call(*args, **kwargs):
+            started[name].set()
+            return real[name](*args, **kwargs)
+        return call
+
+    def all_cases(*args, **kwargs):
+        assert all(event.wait(5) for event in started.values()), "cases selected before the inputs were started"
+        return real["all_cases"](*args, **kwargs)
+
+    monkeypatch.setattr(adapters, "select", noted("select"))
+    monkeypatch.setattr(trees, "choose_tree", noted("choose_tree"))
+    monkeypatch.setattr(kernels, "all_cases", all_cases)
+    assert cli.main(["run", "--et-src", str(et_tree), "--device", "0", "--results", str(tmp_path / "r.jsonl"),
+                     "--cases", r"^add\[B1-H7-W64-fp32-buffer\]$"]) == 0
+
+
 def test_no_case_matches(capsys):
     assert cli.main(["run", "--cases", "nothing-like-this"]) == 2
     assert "matches no case; try 'vkdiff run --list'" in capsys.readouterr().err

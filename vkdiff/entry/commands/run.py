@@ -11,7 +11,7 @@ from typing import Sequence
 from vkdiff.entry.options import add_run_options
 from vkdiff.entry.terminal import console as terminal_console
 from vkdiff.entry.terminal import (Interrupts, UsageError, check_outputs, explain_no_tree, print_summary, report_line,
-                                   resolve_inputs, run_exit_code, summarize, write_report)
+                                   inputs_ahead, resolve_inputs, run_exit_code, summarize, write_report)
 
 
 def add_parser(sub) -> None:
@@ -50,30 +50,36 @@ def _jobs(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vkdiff.cases.kernels import all_cases
-    from vkdiff.cases.sampling import sampled
-    from vkdiff.datamodel import REPAIRS
-    from vkdiff.harness.parallel import jobs_for
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2, thread_name_prefix="vkdiff-inputs") as early:  # left once its threads are done
+        ahead = None if args.list else inputs_ahead(args, early)
+        from vkdiff.cases.kernels import all_cases
+        from vkdiff.cases.sampling import sampled
+        from vkdiff.datamodel import REPAIRS
+        from vkdiff.harness.parallel import jobs_for
+
+        console = terminal_console(stderr=True, soft_wrap=True)
+        cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
+            "all", "kernels") else []
+        models = _models(args) if args.suite in ("all", "models") else _upstream(
+            args) if args.suite == "upstream" else []
+        if args.list:
+            print("\n".join([c.id for c in cases] + [m.id for m in models]))
+            return 0
+        if not cases and not models:
+            raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
+        check_outputs((results_path, "--results", False), (args.report, "--report", True),
+                      (args.save_artifacts, "--save-artifacts", True))
+        repairs_before = len(REPAIRS)
+        alone = args.settings.timeout is None and jobs_for(args.jobs, len(cases)) == 1  # devices used here
+        tree, devices, opened = resolve_inputs(args, console, open_devices=alone, ahead=ahead)
     from vkdiff.harness.runner import Runner
     from vkdiff.repro.driver import write_driver_repro
     from vkdiff.store import ResultStore
 
-    console = terminal_console(stderr=True, soft_wrap=True)
-    cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
-        "all", "kernels") else []
-    models = _models(args) if args.suite in ("all", "models") else _upstream(args) if args.suite == "upstream" else []
-    if args.list:
-        print("\n".join([c.id for c in cases] + [m.id for m in models]))
-        return 0
-    if not cases and not models:
-        raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
-    check_outputs((results_path, "--results", False), (args.report, "--report", True),
-                  (args.save_artifacts, "--save-artifacts", True))
-    repairs_before = len(REPAIRS)
-    alone = args.settings.timeout is None and jobs_for(args.jobs, len(cases)) == 1  # devices used in this process
-    tree, devices, opened = resolve_inputs(args, console, open_devices=alone)
     runner = Runner(tree=tree, adapters=devices, settings=args.settings, et_src=args.et_src, opened=opened,
                     repairs_from=repairs_before, on_driver_bug=functools.partial(
                         write_driver_repro, root=str(results_path.with_suffix(".repro")), session_seed=args.seed))
