@@ -135,6 +135,31 @@ def test_binding_check_compares_kinds_and_widths():
     assert binding_mismatch(sampled, tensor("float32", "texture3d")) is not None
 
 
+def test_a_launch_through_wgpu_makes_one_submission(et_tree, monkeypatch):
+    """The execute's copies are read back without the empty submission wgpu-py makes before a map for reading (for
+    pending ``queue.write_buffer`` data; nothing but the copies wrote their buffer): one submission a launch, and
+    the output it copied is all there."""
+    from wgpu.backends.wgpu_native import _api
+
+    from tests.testutils import first_adapter
+    from vkdiff.cases.kernels import all_cases
+    from vkdiff.device.runtime.context import DeviceContext
+    from vkdiff.device.shaders.build import ShaderBuilder
+    from vkdiff.executors.kernel import build, prepare_case
+
+    case = all_cases(r"^add\[B1-H7-W64-fp32-buffer\]$")[0]
+    prepared = prepare_case(case, 0)
+    ctx = DeviceContext(*first_adapter(), ShaderBuilder(et_tree))
+    assert ctx.device.transport == "wgpu"
+    graph = build(ctx, case, prepared)
+    submitted, real = [], _api.GPUQueue.submit
+    monkeypatch.setattr(_api.GPUQueue, "submit", lambda queue, buffers: (submitted.append(len(buffers)),
+                                                                         real(queue, buffers))[1])
+    launched = graph.launch()
+    assert submitted == [1] and launched.unwritten == 0
+    np.testing.assert_allclose(launched.output, prepared.expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize("storage", ["buffer", "texture3d"])
 def test_a_launch_reads_its_outputs_and_guard_bands_in_its_own_submission(et_tree, storage, monkeypatch):
     """The execute's submission ends with the copies of the guard bands and of the outputs (a buffer's bytes, a

@@ -14,7 +14,7 @@ import numpy as np
 from vkdiff.device.runtime import layouts
 from vkdiff.device.transports import watchdog
 from vkdiff.device.boundary import DeviceLimitError, DispatchError
-from vkdiff.device.runtime.usage import BufferUsage, MapMode, TextureUsage
+from vkdiff.device.runtime.usage import BufferUsage, TextureUsage
 
 Storage = Literal["buffer", "texture3d", "texture2d"]
 
@@ -197,6 +197,7 @@ class CopyOut:
             at = -(-at // TEXTURE_ROW_ALIGN) * TEXTURE_ROW_ALIGN
             self.rows.append((at, row, padded))
             at += padded * height * depth
+        self.device = device
         self.target = device.create_buffer(size=max(at, 4), usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST)
 
     def record(self, encoder: Any) -> None:
@@ -210,9 +211,7 @@ class CopyOut:
 
     def read(self) -> list[np.ndarray]:
         """Each range's bytes (uint8), then each image's elements as ``read_raw`` gives them."""
-        self.target.map_sync(MapMode.READ)
-        raw = np.frombuffer(bytes(self.target.read_mapped()), np.uint8)
-        self.target.unmap()
+        raw = np.frombuffer(self.device.read_copied(self.target), np.uint8)
         self.target.destroy()
         out = [raw[at:at + size] for (_, _, size), at in zip(self.ranges, self.offsets)]
         for image, (at, row, padded) in zip(self.images, self.rows):

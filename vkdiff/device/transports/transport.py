@@ -67,6 +67,10 @@ class Transport(Protocol):
             DeviceLimitError: a user is over the device's limits, or the transport cannot alias.
         """
 
+    def read_copied(self, buffer: Any) -> bytes:
+        """The bytes of a mappable buffer (``MAP_READ``) that only commands already submitted wrote: mapped, read and
+        unmapped, with no submission of its own."""
+
     def defer(self, record: Callable[[Any], None]) -> bool:
         """Whether ``record`` (commands for an encoder) was queued to run first in the next submission instead of
         submitting alone (every later submission and read runs it first, as raw Vulkan runs deferred uploads);

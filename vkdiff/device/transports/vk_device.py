@@ -328,6 +328,12 @@ class VkDevice:
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
                         spec=dict(spec_constants))
 
+    @staticmethod
+    def read_copied(buffer: Any) -> bytes:
+        """Read in place once the deferred dispatches have run (``Buffer.map_sync``): it stays mapped."""
+        buffer.map_sync()
+        return bytes(buffer.read_mapped())
+
     def defer(self, record: Any) -> bool:
         """Queue ``record``'s commands into the next submission (each followed by a full barrier), not under a
         validation layer, whose reports name the submission they come in."""
