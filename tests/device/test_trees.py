@@ -371,3 +371,36 @@ def test_only_members_the_data_filter_keeps_as_they_are_skip_it(tmp_path, name, 
     if plain and hasattr(tarfile, "data_filter"):
         kept = tarfile.data_filter(member, str(tmp_path))
         assert (kept.name, kept.type) == (member.name, member.type)
+
+
+@pytest.mark.parametrize("compression", ["xz", "gz", "bz2", ""])
+def test_a_tarball_read_in_memory_gives_what_streaming_it_gives(tmp_path, compression, monkeypatch):
+    """The check of a cached tarball reads an archive below ``IN_MEMORY_BYTES`` in one decompression: every member's
+    digest (files, a symbolic link, a hard link, a sparse-free nested folder) is the one streaming gives."""
+    src = make_tree(tmp_path / "src")
+    (src / GLSL / "big.glsl").write_bytes(bytes(range(256)) * 700)
+    (src / GLSL / "link.glsl").symlink_to("marker.glsl")
+    archive = tmp_path / f"et.tar{'.' + compression if compression else ''}"
+    with tarfile.open(archive, f"w:{compression}") as tar:
+        tar.add(src / "backends", arcname="backends")
+        hard = tar.gettarinfo(src / GLSL / "marker.glsl", arcname="backends/hard.glsl")
+        hard.type, hard.linkname, hard.size = tarfile.LNKTYPE, f"{GLSL}/marker.glsl", 0
+        tar.addfile(hard)
+    in_memory = trees._tarball_files(archive, tmp_path / "dest")
+    monkeypatch.setattr(trees, "IN_MEMORY_BYTES", 0)
+    assert in_memory == trees._tarball_files(archive, tmp_path / "dest")
+    assert in_memory[f"{GLSL}/link.glsl"][0] and in_memory["backends/hard.glsl"] == in_memory[f"{GLSL}/marker.glsl"]
+    assert len(in_memory) == 4
+
+
+def test_a_damaged_compressed_tarball_is_a_repair_not_a_crash(tmp_path):
+    """Damaged xz data in a cached tarball's source is the check failing (``CacheCorruptError``), as when streamed."""
+    src = make_tree(tmp_path / "src")
+    archive = tmp_path / "et.tar.xz"
+    with tarfile.open(archive, "w:xz") as tar:
+        tar.add(src / "backends", arcname="backends")
+    raw = bytearray(archive.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    archive.write_bytes(bytes(raw))
+    with pytest.raises(cache.CacheCorruptError, match="cannot read"):
+        trees.check_tarball(src, archive)

@@ -24,10 +24,14 @@ repair (extracted or fetched again, results flagged ``cache-repaired``), never u
 
 from __future__ import annotations
 
+import bz2
 import concurrent.futures
 import dataclasses
+import gzip
 import hashlib
 import importlib.util
+import io
+import lzma
 import os
 import re
 import shutil
@@ -36,6 +40,7 @@ import subprocess
 import tarfile
 import tempfile
 import urllib.parse
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -400,12 +405,20 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+IN_MEMORY_BYTES = 64 << 20
+"""Archives up to this size are decompressed in one call and their members hashed in memory; larger ones are read
+as a stream (a ``backends/vulkan`` tarball's 850 members: 0.11 s streamed, most of it tarfile's reads holding the GIL,
+which a first verdict's other threads wait on)."""
+
+
 def _tarball_files(archive: Path, dest: Path) -> TreeFiles:
     """What ``extractall(filter="data")`` writes for each member, by digest (members it refuses are left out)."""
     found: TreeFiles = {}
     links: set[str] = set()
     keep = getattr(tarfile, "data_filter", lambda member, path: member)
-    with tarfile.open(archive, "r|*") as tar:
+    data = _decompressed(archive)
+    with (tarfile.open(archive, "r|*") if data is None else
+          tarfile.open(fileobj=io.BytesIO(data), mode="r:")) as tar:
         for member in tar:
             if member.issym() or member.islnk():
                 links.add(os.path.normpath(member.name))
@@ -416,12 +429,31 @@ def _tarball_files(archive: Path, dest: Path) -> TreeFiles:
                     continue
             name = os.path.normpath(member.name)
             if member.isfile():
-                found[name] = (False, _stream_digest(tar.extractfile(member)))
+                found[name] = (False, _stream_digest(tar.extractfile(member)) if data is None or member.issparse()
+                               else _sha256(data[member.offset_data:member.offset_data + member.size]))
             elif member.issym():
                 found[name] = (True, _sha256(member.linkname.encode()))
             elif member.islnk() and os.path.normpath(member.linkname) in found:
                 found[name] = found[os.path.normpath(member.linkname)]
     return found
+
+
+def _decompressed(archive: Path) -> bytes | None:
+    """The archive's tar bytes, decompressed in one call (xz, gzip, bzip2 or none); None past ``IN_MEMORY_BYTES``.
+
+    Raises:
+        tarfile.ReadError: the compressed data is damaged.
+    """
+    if archive.stat().st_size > IN_MEMORY_BYTES:
+        return None
+    raw = archive.read_bytes()
+    for magic, module in ((b"\xfd7zXZ\x00", lzma), (b"\x1f\x8b", gzip), (b"BZh", bz2)):
+        if raw.startswith(magic):
+            try:
+                return module.decompress(raw)
+            except (lzma.LZMAError, zlib.error, EOFError, OSError, ValueError) as exc:
+                raise tarfile.ReadError(f"damaged {module.__name__} data: {exc}") from None
+    return raw
 
 
 def _plain(member: tarfile.TarInfo, links: set[str]) -> bool:
