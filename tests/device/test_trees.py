@@ -404,3 +404,19 @@ def test_a_damaged_compressed_tarball_is_a_repair_not_a_crash(tmp_path):
     archive.write_bytes(bytes(raw))
     with pytest.raises(cache.CacheCorruptError, match="cannot read"):
         trees.check_tarball(src, archive)
+
+
+def test_a_tarball_check_takes_the_digests_the_manifest_check_just_verified(tmp_path):
+    """Files whose sha256 the manifest check has just verified are not read again: the digest given is the one
+    compared with the archive's (a wrong one is a difference, though the file on disk is sound); files it does not
+    list are read."""
+    src = make_tree(tmp_path / "src")
+    archive = tmp_path / "et.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src / "backends", arcname="backends")
+    marker = f"{GLSL}/marker.glsl"
+    sound = trees._sha256((src / marker).read_bytes())
+    trees.check_tarball(src, archive, {marker: sound})
+    trees.check_tarball(src, archive, {})
+    with pytest.raises(cache.CacheCorruptError, match="differs from"):
+        trees.check_tarball(src, archive, {marker: "0" * 64})

@@ -132,6 +132,15 @@ def verify_manifest(folder: str | os.PathLike) -> int:
     Raises:
         CacheCorruptError: the manifest is missing or corrupt, or a listed file is missing or changed.
     """
+    return len(verified_digests(folder))
+
+
+def verified_digests(folder: str | os.PathLike) -> dict[str, str]:
+    """Every file the manifest of ``folder`` lists → its content's sha256, each checked against the file.
+
+    Raises:
+        CacheCorruptError: the manifest is missing or corrupt, or a listed file is missing or changed.
+    """
     folder = Path(folder)
     try:
         hashes = json.loads(read_entry(folder / MANIFEST))
@@ -145,7 +154,7 @@ def verify_manifest(folder: str | os.PathLike) -> int:
             raise CacheCorruptError(path, "missing")
         if _digest(path.read_bytes()) != digest:
             raise CacheCorruptError(path, "content hash mismatch")
-    return len(hashes)
+    return hashes
 
 
 VERIFIED: set[Path] = set()
@@ -153,20 +162,22 @@ VERIFIED: set[Path] = set()
 
 
 def cached_folder(target: str | os.PathLike, make: Callable[[Path], None],
-                  check: Callable[[Path], None] | None = None) -> Path:
+                  check: Callable[[Path, dict[str, str]], None] | None = None) -> Path:
     """``target``, verified against its manifest (and by ``check``, once per process), or made by ``make(staging)``
     and published atomically.
 
-    ``check(folder)`` compares an existing copy with its source and raises ``CacheCorruptError`` when they differ:
-    the manifest alone cannot tell a forged copy from a sound one. A copy that fails either check is recorded as
-    a repair, discarded and made again. When another process publishes first, its copy is kept.
+    ``check(folder, digests)`` compares an existing copy with its source and raises ``CacheCorruptError`` when they
+    differ: the manifest alone cannot tell a forged copy from a sound one. ``digests`` are the sha256 of the files
+    the manifest lists, each just checked against its file (``verified_digests``), so a check need not read them
+    again. A copy that fails either check is recorded as a repair, discarded and made again. When another process
+    publishes first, its copy is kept.
     """
     target = Path(target)
     if target.exists() and target not in VERIFIED:
         try:
-            verify_manifest(target)
+            digests = verified_digests(target)
             if check is not None:
-                check(target)
+                check(target, digests)
             VERIFIED.add(target)
         except CacheCorruptError as exc:
             record_repair(exc)

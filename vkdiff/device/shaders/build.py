@@ -489,7 +489,7 @@ class ShaderBuilder:
             _write_headers(staging, texts)
 
         return cached_folder(self.cache / "include" / (self.tree + ("-poly" if polyfill else "")), generate,
-                             check=lambda folder: _same_headers(folder, texts))
+                             check=lambda folder, _: _same_headers(folder, texts))
 
     def _uses_dot_ext(self, text: str, seen: set[str] | None = None) -> bool:
         """Whether ``text`` or a header it includes (as templates, before stripping) needs the dot extension."""

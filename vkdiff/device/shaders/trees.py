@@ -198,7 +198,7 @@ def checkout_revision(repo: str, rev: str) -> Path:
         subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
         _faithful(staging, repo, commit, f"--et-src {repo}@{rev}")
 
-    target = cached_folder(_trees() / commit[:16], extract, check=lambda folder: check_git(folder, repo, commit))
+    target = cached_folder(_trees() / commit[:16], extract, check=lambda folder, _: check_git(folder, repo, commit))
     if not is_tree(target):
         raise EtSourceError(f"--et-src {repo}@{rev} is not an ExecuTorch tree: missing {GLSL_SUBDIR}/")
     ORIGINS[target] = f"{repo}@{commit}"
@@ -223,7 +223,7 @@ def extract_tarball(archive: Path) -> Path:
             raise EtSourceError(f"--et-src {archive}: cannot extract: {exc}") from None
 
     folder = cached_folder(_trees() / f"tar-{digest.hexdigest()[:16]}", extract,
-                           check=lambda found: check_tarball(found, archive))
+                           check=lambda found, digests: check_tarball(found, archive, digests))
     root = _tree_root(folder)
     if root is None:
         raise EtSourceError(f"--et-src {archive} is not a tarball of an ExecuTorch tree: missing {GLSL_SUBDIR}/")
@@ -357,7 +357,7 @@ def _fetch(repo: str, commit: str) -> Path:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    root = cached_folder(_trees() / commit[:16], fetch, check=lambda folder: check_git(folder, kept, commit))
+    root = cached_folder(_trees() / commit[:16], fetch, check=lambda folder, _: check_git(folder, kept, commit))
     ORIGINS[root] = f"{repo}@{commit}"
     return root
 
@@ -388,8 +388,11 @@ TreeFiles = dict[str, tuple[bool, str]]
 """Relative path → (is a symbolic link, digest of its content or link target)."""
 
 
-def check_tarball(folder: Path, archive: Path) -> None:
-    """Compare an extracted tarball with the archive's members, hashing each while streaming the archive.
+def check_tarball(folder: Path, archive: Path, verified: dict[str, str] | None = None) -> None:
+    """Compare an extracted tarball with the archive's members, hashing each while reading the archive.
+
+    ``verified``: files' sha256 just checked against them (``datamodel.cache.verified_digests``), taken instead of
+    reading those files again.
 
     Raises:
         CacheCorruptError: a file differs, is missing, or is not in the archive; or the archive cannot be read.
@@ -398,7 +401,7 @@ def check_tarball(folder: Path, archive: Path) -> None:
         expected = _tarball_files(archive, folder)
     except (tarfile.TarError, OSError) as exc:
         raise CacheCorruptError(folder, f"cannot read {archive} to check it: {exc}") from None
-    _compare(folder, expected, _sha256, str(archive))
+    _compare(folder, expected, _sha256, str(archive), verified or {})
 
 
 def _sha256(data: bytes) -> str:
@@ -565,8 +568,10 @@ def _walk(reader: _ObjectReader, oid: str, prefix: str):
             yield f"{prefix}{name}", (mode == "120000", sub)
 
 
-def _compare(folder: Path, expected: TreeFiles, digest: Callable[[bytes], str], source: str) -> None:
-    """Raise ``CacheCorruptError`` unless ``folder`` holds exactly ``expected`` (bytecode is deleted first)."""
+def _compare(folder: Path, expected: TreeFiles, digest: Callable[[bytes], str], source: str,
+             verified: dict[str, str] | None = None) -> None:
+    """Raise ``CacheCorruptError`` unless ``folder`` holds exactly ``expected`` (bytecode is deleted first); a regular
+    file in ``verified`` (its digest under ``digest``, just checked against it) is not read again."""
     found = _present(folder)
     for rel in sorted(set(found) | set(expected)):
         path = os.path.join(folder, rel)
@@ -575,12 +580,16 @@ def _compare(folder: Path, expected: TreeFiles, digest: Callable[[bytes], str], 
         if rel not in found:
             raise CacheCorruptError(Path(path), f"missing ({source} has it)")
         link, want = expected[rel]
-        if link:
-            data = os.readlink(path).encode()
+        if found[rel] != link:
+            raise CacheCorruptError(Path(path), f"differs from {source}")
+        if not link and verified and rel in verified:
+            have = verified[rel]
+        elif link:
+            have = digest(os.readlink(path).encode())
         else:
             with open(path, "rb") as handle:
-                data = handle.read()
-        if found[rel] != link or digest(data) != want:
+                have = digest(handle.read())
+        if have != want:
             raise CacheCorruptError(Path(path), f"differs from {source}")
 
 
