@@ -8,6 +8,7 @@ screen per repair, never a traceback or a silent ``NOT_SUPPORTED``.
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import shutil
@@ -42,6 +43,7 @@ def baseline(tmp_path_factory) -> tuple[Path, dict]:
         cache.VERIFIED.clear()
         assert cli.main(["run", "--cases", CASES, "--et-src", main_tree()[0],
                          "--results", str(root / "r.jsonl")]) == 0
+        gc.collect()  # the builder's derived data is stored when it goes (``derived.Derived``)
     statuses = {(r.case, r.rule): r.status for r in load([root / "r.jsonl"])}
     assert statuses and REPAIRED_FLAG not in {f for r in load([root / "r.jsonl"]) for f in r.flags}
     return root / "cache", statuses
@@ -94,6 +96,31 @@ def test_garbled_entry_is_repaired(baseline, tmp_path, monkeypatch, capsys, kind
     check_repaired(statuses, *run(root, tmp_path / "r.jsonl", monkeypatch, capsys))
     code, again, err = run(root, tmp_path / "again.jsonl", monkeypatch, capsys)
     assert code == 0 and "cache repaired" not in err and not any(REPAIRED_FLAG in r.flags for r in again)
+
+
+def test_a_tree_repaired_before_the_cases_are_selected_is_still_reported(baseline, tmp_path, monkeypatch, capsys):
+    """The tree is checked on a thread started before ``vkdiff run`` selects its cases (``inputs_ahead``): a repair
+    it makes that early is counted as this run's and printed."""
+    import threading
+
+    from vkdiff.cases import kernels
+    from vkdiff.device.shaders import trees
+
+    source, statuses = baseline
+    root = tmp_path / "cache"
+    shutil.copytree(source, root)
+    garble(sorted(entries(root)["tree"])[0], "flip")
+    checked, real_tree, real_cases = threading.Event(), trees.choose_tree, kernels.all_cases
+
+    def choose_tree(*args, **kwargs):
+        try:
+            return real_tree(*args, **kwargs)
+        finally:
+            checked.set()
+
+    monkeypatch.setattr(trees, "choose_tree", choose_tree)
+    monkeypatch.setattr(kernels, "all_cases", lambda *a, **k: (checked.wait(30), real_cases(*a, **k))[1])
+    check_repaired(statuses, *run(root, tmp_path / "r.jsonl", monkeypatch, capsys))
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -52,11 +52,13 @@ def _jobs(text: str) -> int | None:
 def run(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
+    from vkdiff.datamodel import REPAIRS
+
+    repairs_before = len(REPAIRS)  # before the threads: the tree's check may repair its cached copy
     with ThreadPoolExecutor(2, thread_name_prefix="vkdiff-inputs") as early:  # left once its threads are done
         ahead = None if args.list else inputs_ahead(args, early)
         from vkdiff.cases.kernels import all_cases
         from vkdiff.cases.sampling import sampled
-        from vkdiff.datamodel import REPAIRS
         from vkdiff.harness.parallel import jobs_for
 
         console = terminal_console(stderr=True, soft_wrap=True)
@@ -73,7 +75,6 @@ def run(args: argparse.Namespace) -> int:
         results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
         check_outputs((results_path, "--results", False), (args.report, "--report", True),
                       (args.save_artifacts, "--save-artifacts", True))
-        repairs_before = len(REPAIRS)
         alone = args.settings.timeout is None and jobs_for(args.jobs, len(cases)) == 1  # devices used here
         tree, devices, opened = resolve_inputs(args, console, open_devices=alone, ahead=ahead)
     from vkdiff.harness.runner import Runner
