@@ -138,9 +138,10 @@ def one_transport(args: argparse.Namespace) -> dict[str, Any]:
             json.dump(each, out, indent=0, sort_keys=True)
         with open(f"{args.statuses}.{args.one}.seconds.json", "w") as out:
             json.dump(timed, out, indent=0)
-    from vkdiff.harness.parallel import CHUNK
+    from vkdiff.harness.parallel import chunk_size
 
-    chunks = [sum(per_case[i:i + CHUNK]) for i in range(0, len(per_case), CHUNK)]
+    size = chunk_size(len(per_case), args.jobs)
+    chunks = [sum(per_case[i:i + size]) for i in range(0, len(per_case), size)]
     return {"transport": args.one, "device": slug, "driver": adapters[0][0].driver, "cases": len(cases),
             "wall_s": wall, "median_ms": 1e3 * statistics.median(per_case),
             "p90_ms": 1e3 * statistics.quantiles(per_case, n=10)[-1] if len(per_case) > 1 else 1e3 * per_case[0],
@@ -149,7 +150,7 @@ def one_transport(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    from vkdiff.harness.parallel import CHUNK
+    from vkdiff.harness.parallel import chunk_size
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--et-src", required=True, help="ExecuTorch tree: checkout, REPO@REV or tarball")
@@ -184,7 +185,7 @@ def main() -> None:
         if args.jobs > 1:
             print(f"  {args.jobs} worker processes (per case: each result's own seconds; phases not split); "
                   f"case seconds {row['case_seconds']:.1f} ({100 * row['case_seconds'] / args.jobs / row['wall_s']:.0f}% "
-                  f"of the workers' wall), heaviest chunks of {CHUNK} " + ", ".join(
+                  f"of the workers' wall), heaviest chunks of {chunk_size(row['cases'], args.jobs)} " + ", ".join(
                       f"{c:.2f}" for c in row['heaviest_chunks']) + " s")
         else:
             print(f"  main thread: {shares}; reference thread {row['reference_thread_s']:.1f} s")

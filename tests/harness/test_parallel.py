@@ -34,6 +34,18 @@ def test_auto_jobs_start_workers_only_with_cases_enough_to_share():
     assert 1 <= parallel.jobs_for(None, 10_000) <= parallel.AUTO_MAX
 
 
+def test_few_workers_take_longer_chunks_many_keep_the_shortest():
+    """Each worker still gets ``CHUNKS_PER_WORKER`` chunks; never shorter than ``CHUNK`` nor longer than ``MAX_CHUNK``."""
+    assert parallel.chunk_size(3862, 2) == 3862 // (2 * parallel.CHUNKS_PER_WORKER) == 60
+    assert parallel.chunk_size(3862, 16) == parallel.CHUNK
+    assert parallel.chunk_size(100_000, 1) == parallel.MAX_CHUNK
+    assert parallel.chunk_size(5 * parallel.CHUNK, 2) == parallel.CHUNK
+    for jobs in (1, 2, 3, 4, 8):
+        size = parallel.chunk_size(3862, jobs)
+        assert parallel.CHUNK <= size <= parallel.MAX_CHUNK
+        assert size == parallel.CHUNK or -(-3862 // size) >= jobs * parallel.CHUNKS_PER_WORKER
+
+
 def test_a_dead_workers_chunk_reruns_here_and_the_order_holds(monkeypatch):
     """No tree: every result is NOT_RUN, which the workers and the caller both give; the worker holding ``DIES_ON``
     dies, its chunk (and those in flight with it) come from the caller's runner, a fresh pool takes the rest."""
