@@ -90,15 +90,10 @@ def inputs_ahead(args: argparse.Namespace, pool) -> tuple[Future, Future]:
     """
     from vkdiff.device.shaders.build import ShaderBuilder
     from vkdiff.device.shaders.trees import choose_tree
-    from vkdiff.device.transports.adapters import select
+    from vkdiff.device.transports.adapters import import_for, select
 
     settings = args.settings
-    if settings.transport == "vulkan":
-        from vkdiff.device.transports import vk_device  # noqa: F401 - imported for the thread
-    else:
-        import wgpu  # noqa: F401 - imported for the thread
-
-        from vkdiff.device.transports import wgpu_device  # noqa: F401 - imported for the thread
+    import_for(settings.transport)
 
     def chosen():
         tree = choose_tree(args.et_src)

@@ -150,6 +150,17 @@ def enumerate_adapters(backend: str | None = "Vulkan", via: str = "wgpu",
     return list(zip(infos, adapters))
 
 
+def import_for(via: str) -> None:
+    """Import what ``select`` and ``create_device`` run through transport ``via``, so that another thread can run them
+    (imports on two threads at once can deadlock on a cycle)."""
+    if via == "vulkan":
+        from vkdiff.device.transports import vk_device  # noqa: F401 - imported for the caller's threads
+    else:
+        import wgpu  # noqa: F401 - imported for the caller's threads
+
+        from vkdiff.device.transports import wgpu_device  # noqa: F401 - imported for the caller's threads
+
+
 class UnknownDeviceError(LookupError):
     """A ``--device`` selector matched no adapter."""
 
