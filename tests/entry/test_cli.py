@@ -84,6 +84,27 @@ def test_a_bad_device_and_a_bad_tree_give_the_devices_line_alone(capsys, tmp_pat
 
 
 @requires_vulkan
+def test_a_bad_device_is_one_line_at_once_while_the_tree_is_still_being_fetched(capsys, monkeypatch):
+    """The tree's thread (a fetch can take minutes) is not waited for before a usage error is printed."""
+    import threading
+    import time
+
+    from vkdiff.device.shaders import trees
+
+    fetched = threading.Event()
+    monkeypatch.setattr(trees, "choose_tree", lambda *a, **k: fetched.wait(20))
+    start = time.perf_counter()
+    try:
+        assert cli.main(["run", "--device", "no-such-gpu", "--cases", r"M1-K64-N40-g32-fp32-buffer\]$"]) == 2
+        waited = time.perf_counter() - start
+    finally:
+        fetched.set()
+    err = capsys.readouterr().err
+    assert err.startswith("vkdiff: error: no Vulkan adapter matches --device 'no-such-gpu'; available: ")
+    assert err.count("\n") == 1 and waited < 10, waited
+
+
+@requires_vulkan
 @requires_tree
 def test_a_run_in_one_process_opens_its_device_while_the_tree_is_chosen(monkeypatch, et_tree, tmp_path):
     """The device is created once, on the opening thread during ``resolve_inputs``, and the case runs on it."""

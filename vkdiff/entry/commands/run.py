@@ -55,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from vkdiff.datamodel import REPAIRS
 
     repairs_before = len(REPAIRS)  # before the threads: the tree's check may repair its cached copy
-    with ThreadPoolExecutor(2, thread_name_prefix="vkdiff-inputs") as early:  # left once its threads are done
-        ahead = None if args.list else inputs_ahead(args, early)
+    early = ThreadPoolExecutor(2, thread_name_prefix="vkdiff-inputs")
+    ahead = None
+    try:
+        if not args.list:
+            ahead = inputs_ahead(args, early)
         from vkdiff.cases.kernels import all_cases
         from vkdiff.cases.sampling import sampled
         from vkdiff.harness.parallel import jobs_for
@@ -77,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
                       (args.save_artifacts, "--save-artifacts", True))
         alone = args.settings.timeout is None and jobs_for(args.jobs, len(cases)) == 1  # devices used here
         tree, devices, opened = resolve_inputs(args, console, open_devices=alone, ahead=ahead)
+    finally:
+        _leave(early, ahead)
     from vkdiff.harness.runner import Runner
     from vkdiff.repro.driver import write_driver_repro
     from vkdiff.store import ResultStore
@@ -98,6 +103,16 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         write_report([results_path], Path(args.report), console, runner.tree.path)
     return run_exit_code(results, runner, interrupts, args.allow_empty, console)
+
+
+def _leave(early, ahead) -> None:
+    """Let the input threads go without waiting for the tree's (a usage error is printed at once, not after a
+    fetch); the adapters' is waited for, as its driver calls silence file descriptor 2, where the error goes."""
+    import concurrent.futures
+
+    if ahead is not None:
+        concurrent.futures.wait([ahead[1]])
+    early.shutdown(wait=False)
 
 
 def _model_cases(pattern: str | None) -> list:
