@@ -2,8 +2,10 @@
 
 Each transport runs in a process of its own (raw Vulkan after wgpu work in one process
 can corrupt the heap on lavapipe), through the real ``Runner`` with its references
-scheduled ahead on a thread, as ``vkdiff run --suite kernels`` does. Time on the main
-thread is split exclusively (a phase inside another counts once, for the inner one):
+scheduled ahead on a thread, as ``vkdiff run --suite kernels`` does: several cases in flight,
+their waits for the device shared (``Runner.run_window``). With ``--alone`` the cases run one
+at a time, as before that, and time on the main thread is split exclusively (a phase inside
+another counts once, for the inner one):
 
 * **build**: ``ShaderBuilder.build`` (codegen, glslc, or the disk cache);
 * **pipelines**: ``PipelineCache.get`` (transforms, shader modules, pipelines);
@@ -17,7 +19,7 @@ thread is split exclusively (a phase inside another counts once, for the inner o
 The reference thread's own time is reported beside (it overlaps the device work).
 
     python3 benchmarks/bench_suite.py --et-src TREE [--cases REGEX] [--device SLUG] [--transports wgpu,vulkan]
-                                      [--statuses PREFIX] [--jobs N]
+                                      [--statuses PREFIX] [--jobs N] [--alone]
 """
 
 from __future__ import annotations
@@ -92,16 +94,24 @@ def instrument(phases: Phases) -> None:
         setattr(owner, name, phases.wrap(phase, getattr(owner, name)))
 
 
-def _timed_cases(runner: Any, cases: list, slug: str, jobs: int) -> Iterator[tuple[Any, list, float]]:
-    """(case, results, seconds) of each case: timed here, or with ``jobs`` workers as each result timed itself."""
+def _timed_cases(runner: Any, cases: list, slug: str, jobs: int, alone: bool) -> Iterator[tuple[Any, list, float]]:
+    """(case, results, seconds) of each case: timed here (``alone``), or as each result timed itself (overlapped, as
+    ``vkdiff run`` runs them, or with ``jobs`` workers)."""
+    by_case = {c.id: c for c in cases}
     if jobs > 1:
         from vkdiff.harness.parallel import run_parallel
 
-        by_case = {c.id: c for c in cases}
         for result in run_parallel(cases, runner, jobs):
             yield by_case[result.case], [result], result.seconds or 0.0
         return
     runner.schedule(cases)
+    if not alone:
+        from vkdiff.device.runtime.overlap import windows
+
+        for window in windows(cases):
+            for result in runner.run_window(window):
+                yield by_case[result.case], [result], result.seconds or 0.0
+        return
     for case in cases:
         tick = time.perf_counter()
         results = runner.run(case, slug)
@@ -117,14 +127,15 @@ def one_transport(args: argparse.Namespace) -> dict[str, Any]:
     from vkdiff.harness.runner import Runner
 
     phases = Phases()
-    instrument(phases)
+    if args.alone:
+        instrument(phases)
     cases = all_cases(args.cases)
     adapters = select([args.device] if args.device else [], via=args.one)[:1]
     runner = Runner(tree=choose_tree(args.et_src), adapters=adapters, settings=RunSettings(transport=args.one))
     slug = adapters[0][0].slug
     start = time.perf_counter()
     per_case, statuses, each, timed = [], {}, {}, {}
-    for case, results, seconds in _timed_cases(runner, cases, slug, args.jobs):
+    for case, results, seconds in _timed_cases(runner, cases, slug, args.jobs, args.alone):
         for result in results:
             statuses[result.status] = statuses.get(result.status, 0) + 1
             each[case.id] = result.status
@@ -163,6 +174,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="Worker processes, as vkdiff run --jobs (phases are then not split: workers are not "
                              "instrumented)")
+    parser.add_argument("--alone", action="store_true",
+                        help="One case at a time, each timed here, with the phases split (default: overlapped as "
+                             "vkdiff run runs them, each case's own seconds, phases not split)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -173,7 +187,7 @@ def main() -> None:
         argv += [f"--cases={args.cases}"] if args.cases else []
         argv += ["--device", args.device] if args.device else []
         argv += ["--statuses", args.statuses] if args.statuses else []
-        argv += ["--jobs", str(args.jobs)]
+        argv += ["--jobs", str(args.jobs)] + (["--alone"] if args.alone else [])
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"{transport}: failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -187,8 +201,10 @@ def main() -> None:
                   f"case seconds {row['case_seconds']:.1f} ({100 * row['case_seconds'] / args.jobs / row['wall_s']:.0f}% "
                   f"of the workers' wall), heaviest chunks of {chunk_size(row['cases'], args.jobs)} " + ", ".join(
                       f"{c:.2f}" for c in row['heaviest_chunks']) + " s")
-        else:
+        elif args.alone:
             print(f"  main thread: {shares}; reference thread {row['reference_thread_s']:.1f} s")
+        else:
+            print(f"  overlapped (per case: each result's own seconds; phases not split, see --alone)")
         print(f"  statuses: {row['statuses']}")
 
 

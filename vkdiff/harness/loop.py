@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from vkdiff.datamodel import Result
 
@@ -36,18 +36,40 @@ def run_cases(cases: Sequence, host: Sequence[Result], runner, store, *,
             for result in run_parallel([c for c in cases if isinstance(c, KernelCase)], runner, jobs, stop):
                 keep(result)
             cases = [c for c in cases if not isinstance(c, KernelCase)]
-        for case in cases:
+        call = wrap or (lambda fn, *a: fn(*a))
+        for group in _groups(cases):
             if stop():
                 return found
-            if before is not None:
-                before(case)
-            for device in runner.devices_for(case):
-                if stop():
-                    return found
-                for result in (wrap or (lambda fn, *a: fn(*a)))(runner.run, case, device):
+            for case in group:
+                if before is not None:
+                    before(case)
+            if len(group) > 1:
+                for result in call(runner.run_window, group):
                     keep(result)
-            if after is not None:
-                after(case)
+            else:
+                for device in runner.devices_for(group[0]):
+                    if stop():
+                        return found
+                    for result in call(runner.run, group[0], device):
+                        keep(result)
+            for case in group:
+                if after is not None:
+                    after(case)
     finally:
         runner.close()
     return found
+
+
+def _groups(cases: Sequence) -> Iterator[Sequence]:
+    """Runs of up to ``WINDOW`` consecutive kernel cases; every other case alone."""
+    from vkdiff.cases.kernels import KernelCase
+    from vkdiff.device.runtime.overlap import WINDOW
+
+    start = 0
+    while start < len(cases):
+        end = start + 1
+        if isinstance(cases[start], KernelCase):
+            while end < len(cases) and end - start < WINDOW and isinstance(cases[end], KernelCase):
+                end += 1
+        yield cases[start:end]
+        start = end

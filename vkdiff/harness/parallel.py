@@ -20,6 +20,7 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 from vkdiff.cases.kernels import KernelCase
 from vkdiff.datamodel import REPAIRS, Repair, Result
 from vkdiff.datamodel.settings import RunSettings
+from vkdiff.device.runtime.overlap import windows
 from vkdiff.device.shaders.trees import TreeChoice
 
 CHUNK = 16
@@ -86,7 +87,7 @@ def _start(spec: JobSpec) -> None:
 def _run_chunk(cases: Sequence[KernelCase]) -> tuple[list[Result], list[Repair]]:
     """The chunk's results, and the cache repairs the worker made meanwhile (the caller prints them)."""
     _RUNNER.schedule(cases)
-    return run_alone(_RUNNER, cases), _RUNNER.new_repairs()
+    return [r for window in windows(cases) for r in _RUNNER.run_window(window)], _RUNNER.new_repairs()
 
 
 def run_alone(runner: Any, cases: Sequence[KernelCase]) -> list[Result]:

@@ -72,6 +72,20 @@ def repro_command(case: KernelCase | ModelCase, device: str, et_src: str | None,
     return shlex.join(parts)
 
 
+ALONE = frozenset({Status.ERROR.name, Status.BUILD_FAIL.name, Status.FAIL_DRIVER.name, Status.NONDETERMINISTIC.name,
+                   Status.FAIL_OOB.name, Status.FAIL_SYNC.name})
+"""Statuses an overlapped case (``Runner.run_window``) is run again alone for: what raised (a build, a lost device:
+one case's fault ends every case waiting with it), what other work on the device could sway (repeats, hazards), and
+what a driver bug's repro is made for."""
+
+
+def needs_alone(result: Result, wide: bool = False) -> bool:
+    """Whether an overlapped result is replaced by the case run alone; ``wide``: a case of the window wrote outside
+    its tensor, which may have reached another case's memory, so every failure of the window runs again."""
+    return (result.status in ALONE or HANG_FLAG in result.flags or DEVICE_LOST_FLAG in result.flags
+            or (wide and Status[result.status].is_failure()))
+
+
 def nothing_ran(results: Sequence[Result], tree: TreeChoice, adapters: Sequence[Any]) -> str | None:
     """A warning when a tree was given yet no kernel case ran on a device, else None.
 
@@ -161,8 +175,7 @@ class Runner:
         """
         repro = repro_command(case, device, self.et_src, self.settings)
         repairs = len(REPAIRS)
-        kernel = isinstance(case, KernelCase)
-        if kernel:
+        if isinstance(case, KernelCase):
             results = [self._run_kernel(case, device, repro)]
         elif isinstance(case, ProgramCase):
             results = [self._run_program(case, device, repro)]
@@ -172,6 +185,50 @@ class Runner:
             from vkdiff.harness.models import check_case
 
             results = check_case(case, self.shader_variants(), repro=repro)
+        return self._finish(results, device, repairs)
+
+    def run_window(self, cases: Sequence[KernelCase]) -> list[Result]:
+        """Every result of these kernel cases on their devices, case by case as ``run`` gives them: on each device
+        several at a time, their waits for the device shared (``vkdiff.device.runtime.overlap``), where the run
+        allows it (``overlaps``). A case the overlap ended ``ALONE`` runs again by itself, and that is its result."""
+        devices = self.devices_for(cases[0]) if cases else []
+        per_device = [self._overlapped(cases, device) if self.overlaps(device, cases) else
+                      [self.run(case, device) for case in cases] for device in devices]
+        return [result for index in range(len(cases)) for results in per_device for result in results[index]]
+
+    def overlaps(self, device: str, cases: Sequence[KernelCase]) -> bool:
+        """Whether ``cases`` run overlapped on ``device``: not when each case runs in a child process
+        (``--timeout``), under a validation layer (whose reports name the submission they come in), or without
+        greenlet."""
+        from vkdiff.device.runtime.overlap import available
+
+        return (len(cases) > 1 and self.timeout is None and not self.settings.validate and device in self.adapters
+                and self.tree.path is not None and available())
+
+    def _overlapped(self, cases: Sequence[KernelCase], device: str) -> list[list[Result]]:
+        """Each case's results from one ``Overlap`` (its own seconds: host time and a share of each wait; a cache
+        repair during the window flags every case that ran meanwhile), or from a run alone (``needs_alone``)."""
+        from vkdiff.device.runtime.overlap import Overlap
+
+        def task(case: KernelCase) -> list[Result]:
+            repro = repro_command(case, device, self.et_src, self.settings)
+            return self._finish([self._run_kernel(case, device, repro, driver_repro=False)], device, len(REPAIRS))
+
+        outcomes = Overlap(self._context(device).device).run([lambda case=case: task(case) for case in cases])
+        shared = [done.value[0] for done in outcomes if done.value]
+        wide = any(r.status == Status.FAIL_OOB.name for r in shared)
+        results = []
+        for case, done in zip(cases, outcomes):
+            result = done.value[0] if done.value else None
+            if result is None or needs_alone(result, wide):
+                results.append(self.run(case, device))
+                continue
+            result.seconds = round(done.seconds, 4)
+            results.append([result])
+        return results
+
+    def _finish(self, results: list[Result], device: str, repairs: int) -> list[Result]:
+        """Flags, bucket and known upstream bugs of a case's results (``repairs``: the repair log's length before)."""
         repaired = len(REPAIRS) > repairs or (device != HOST and self.tree.repaired and self.tree.path is not None)
         for result in results:
             if repaired:
@@ -225,7 +282,7 @@ class Runner:
         info = self.adapters[device][0]
         return fault_result(Status.ERROR, reason=outcome.reason, flags=flags, device_info=info.to_dict())
 
-    def _run_kernel(self, case: KernelCase, device: str, repro: str) -> Result:
+    def _run_kernel(self, case: KernelCase, device: str, repro: str, driver_repro: bool = True) -> Result:
         from vkdiff.harness.kernels import base_result, run_case
 
         if device not in self.adapters:
@@ -241,7 +298,7 @@ class Runner:
             result = run_case(self._context(device), case, session_seed=self.seed, repeat=self.repeat,
                               prepared=self._prepared(case), repro=repro)
         result.knobs = {**result.knobs, **self._build_knobs()}
-        if result.status == Status.FAIL_DRIVER.name and self.on_driver_bug is not None:
+        if result.status == Status.FAIL_DRIVER.name and self.on_driver_bug is not None and driver_repro:
             result.metrics["driver_repro"] = self._driver_repro(case, device)
         return result
 

@@ -34,6 +34,9 @@ class Transport(Protocol):
     """Limits under wgpu's names (``max-buffer-size``, ``max-compute-workgroups-per-dimension``...)."""
     queue: Any
     """``write_buffer``, ``write_texture``, ``read_buffer``, ``read_texture``, ``submit``."""
+    overlap: Any
+    """The ``vkdiff.device.runtime.overlap.Overlap`` running tasks on the device, or None: where one of its tasks
+    would wait for a submission, a transport may park it instead (``wait_parked``)."""
 
     def call(self, error_type: type, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` inside this transport's error boundary: what the driver (or wgpu) refuses is raised
@@ -70,6 +73,13 @@ class Transport(Protocol):
     def read_copied(self, buffer: Any) -> bytes:
         """The bytes of a mappable buffer (``MAP_READ``) that only commands already submitted wrote: mapped, read and
         unmapped, with no submission of its own."""
+
+    def wait_parked(self, tokens: Sequence[Any]) -> None:
+        """One wait for the submissions of every parked task (``tokens``: what each ``park`` was given).
+
+        Raises:
+            DispatchError: the device failed them (``DeviceLostError`` when it was lost).
+        """
 
     def defer(self, record: Callable[[Any], None]) -> bool:
         """Whether ``record`` (commands for an encoder) was queued to run first in the next submission instead of

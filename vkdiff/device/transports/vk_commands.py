@@ -509,9 +509,13 @@ class Queue:
         self.dispatches_pending = False
         """A dispatch is among ``pending`` (``VkDevice.defer``): the host reads or writes mapped memory only after
         it ran."""
+        self.fences: list[Any] = [self.fence]
+        """Every fence made (destroyed with the device)."""
+        self.spare_fences: list[Any] = []
+        """Fences of overlapped submissions (``_submit``) not in flight, each as the one-element array waits take."""
 
-    def release_handles(self) -> tuple[Any, Any]:
-        return self.pool, self.fence
+    def release_handles(self) -> tuple[Any, list[Any]]:
+        return self.pool, self.fences
 
     def run(self, ops: Sequence[Record], what: str = "submission", barriers: bool = True,
             keep: bool = False) -> "Recorded | None":
@@ -555,20 +559,36 @@ class Queue:
         self._submit(binding(), recorded.handles, what, len(LAYER_MESSAGES))
 
     def _submit(self, vk: Any, cbs: Any, what: str, seen: int) -> None:
-        """Submit the one command buffer of the array ``cbs`` and wait for it."""
+        """Submit the one command buffer of the array ``cbs`` and wait for it; in one of an ``Overlap``'s tasks,
+        give way to the others until a wait shared with theirs is done."""
         info = vk.ffi.new("VkSubmitInfo *", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
                                              "pCommandBuffers": cbs})
-        vk_result(vk.lib.vkQueueSubmit(self.handle, 1, info, self.fence), DispatchError, what)
-        with watchdog.waiting(what):
-            self._wait(vk, self.device.handle, what)
+        overlap = self.device.overlap
+        if overlap is not None and overlap.in_task():
+            fences = self.spare_fences.pop() if self.spare_fences else self._new_fence(vk)
+            vk_result(vk.lib.vkQueueSubmit(self.handle, 1, info, fences[0]), DispatchError, what)
+            overlap.park(fences)
+            self._wait(vk, self.device.handle, what, fences)
+            self.spare_fences.append(fences)
+        else:
+            vk_result(vk.lib.vkQueueSubmit(self.handle, 1, info, self.fence), DispatchError, what)
+            with watchdog.waiting(what):
+                self._wait(vk, self.device.handle, what, self._fences)
         layer_errors(LAYER_MESSAGES[seen:], what)
 
-    def _wait(self, vk: Any, dev: Any, what: str) -> None:
+    def _new_fence(self, vk: Any) -> Any:
+        """A fence of its own for a submission waited for with others' (``VkDevice.wait_parked``)."""
+        fences = vk.ffi.new("VkFence[1]", [vk.vkCreateFence(self.device.handle, vk.VkFenceCreateInfo(), None)])
+        self.fences.append(fences[0])
+        return fences
+
+    @staticmethod
+    def _wait(vk: Any, dev: Any, what: str, fences: Any) -> None:
         """Wait for the fence (a hang is the watchdog's to report, so waits repeat), then reset it."""
-        while (result := vk.lib.vkWaitForFences(dev, 1, self._fences, vk.VK_TRUE, WAIT_NS)) == vk.VK_TIMEOUT:
+        while (result := vk.lib.vkWaitForFences(dev, 1, fences, vk.VK_TRUE, WAIT_NS)) == vk.VK_TIMEOUT:
             pass
         vk_result(result, DispatchError, what)
-        vk.lib.vkResetFences(dev, 1, self._fences)
+        vk.lib.vkResetFences(dev, 1, fences)
 
     def submit(self, command_lists: Sequence[list[Record]], keep: bool = False) -> "Recorded | None":
         exact = bool(command_lists) and all(getattr(ops, "exact", False) for ops in command_lists)

@@ -28,7 +28,8 @@ from vkdiff.device.transports.vk_commands import (BindGroup, Encoder, Queue, Sha
 from vkdiff.device.transports.vk_descriptors import DescriptorPools
 from vkdiff.device.transports.validation import VALIDATION_LAYER, on_message
 from vkdiff.device.transports.vk_arena import Arena
-from vkdiff.device.transports.vk_memory import Buffer, Image, SharedMemory, device_arena, vk_call
+from vkdiff.device.transports import watchdog
+from vkdiff.device.transports.vk_memory import WAIT_NS, Buffer, Image, SharedMemory, device_arena, vk_call, vk_result
 from vkdiff.device.transports.vk_pipeline_cache import PipelineStore
 
 _KEEP: list[Any] = []
@@ -176,6 +177,8 @@ class VkDevice:
     """A shared object's users are bound to one allocation, as ET-VK binds them."""
     specialises = True
     """Spec constants and the workgroup size go in at pipeline creation (``VkSpecializationInfo``)."""
+    overlap: Any = None
+    """The ``Overlap`` running tasks on the device, if any (its tasks' submissions give way)."""
 
     def __init__(self, adapter: VkAdapter, limits: dict[str, int], label: str = ""):
         vk = binding()
@@ -328,6 +331,18 @@ class VkDevice:
         return Pipeline(handle=handle, layout=layout, reflection=reflection, local_size=tuple(local_size), module=spv,
                         spec=dict(spec_constants))
 
+    def wait_parked(self, tokens: Sequence[Any]) -> None:
+        """One wait for the submissions of every task an ``Overlap`` parked (each fence, as ``Queue._submit`` made
+        it); a hang is the watchdog's to report, so the wait repeats."""
+        vk = binding()
+        fences = vk.ffi.new("VkFence[]", [token[0] for token in tokens])
+        what = f"{len(tokens)} overlapped submissions"
+        with watchdog.waiting(what):
+            while (result := vk.lib.vkWaitForFences(self.handle, len(tokens), fences, vk.VK_TRUE,
+                                                    WAIT_NS)) == vk.VK_TIMEOUT:
+                pass
+        vk_result(result, DispatchError, what)
+
     @staticmethod
     def read_copied(buffer: Any) -> bytes:
         """Read in place once the deferred dispatches have run (``Buffer.map_sync``): it stays mapped."""
@@ -362,8 +377,9 @@ def _destroy_device(handle: Any, queue_handles: tuple, sampler: Any, finalizers:
             finalizer()
         arena.close()
         descriptors.close()
-        pool, fence = queue_handles
-        vk.vkDestroyFence(handle, fence, None)
+        pool, fences = queue_handles
+        for fence in fences:
+            vk.vkDestroyFence(handle, fence, None)
         vk.vkDestroyCommandPool(handle, pool, None)
         vk.vkDestroySampler(handle, sampler, None)
         vk.vkDestroyDevice(handle, None)
