@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM during a run: stop after the current case, keep every result, summarise, exit 128+N."""
+"""SIGINT and SIGTERM during a run: stop after the cases in flight, keep every result, summarise, exit 128+N."""
 
 from __future__ import annotations
 
@@ -42,4 +42,5 @@ def test_signal_mid_run_keeps_results_and_summarises(tmp_path, signum, code):
     assert 3 <= len(records) < 40
     assert f"stopped by {signal.Signals(signum).name} after {len(records)} results" in err
     assert f"results: {results}" in err and "vkdiff summary" in err and "Traceback" not in err
-    assert {r["status"] for r in records} == {"PASS"}
+    statuses = {r["status"] for r in records}
+    assert "PASS" in statuses and statuses <= {"PASS", "NOT_SUPPORTED"}, "no case was cut short by the signal"

@@ -46,9 +46,10 @@ def error_line(exc: BaseException) -> str:
 
 
 class Interrupts:
-    """SIGINT/SIGTERM during a run: stop after the current case (a second signal stops at once).
+    """SIGINT/SIGTERM during a run: stop after the cases in flight (a second signal stops at once).
 
-    Every result is appended as it happens, so stopping loses only the case in flight.
+    Every result is appended as it happens (kernel cases as each window of them ends, ``overlap.WINDOW``), so
+    stopping loses nothing, and a second signal only the cases in flight.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -70,7 +71,7 @@ class Interrupts:
         if self.received is not None:
             raise KeyboardInterrupt
         self.received = signum
-        self.console.print(f"vkdiff: {signal.Signals(signum).name}: stopping after the current case "
+        self.console.print(f"vkdiff: {signal.Signals(signum).name}: stopping after the cases in flight "
                            f"(again to stop now)", markup=False, style="yellow")
 
     @property
