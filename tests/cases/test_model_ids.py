@@ -37,3 +37,22 @@ def test_a_kernel_only_run_imports_neither_torch_nor_executorch(et_tree, tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     [result] = read([out]).results
     assert result.status == "PASS", result.reason
+
+
+@requires_vulkan
+@requires_tree
+def test_a_runner_without_the_lowering_extra_runs_its_kernel_cases_and_lists_its_model_cases_not_run(et_tree, tmp_path):
+    """executorch made unimportable (a GPU runner with torch but without ``vkdiff[lower]``): the model case selected
+    is a ``NOT_RUN`` host result naming what is missing, the kernel case still runs, and nothing raises."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['executorch'] = None\n")
+    out = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "vkdiff.entry.cli", "run", "--results", str(out), "--et-src",
+                           str(et_tree), "--cases", r"^add\[B1-H7-W64-fp32-buffer\]$|^llama_proj\[4w-vulkan\]$"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    by_case = {r.case: r for r in read([out]).results}
+    assert by_case["add[B1-H7-W64-fp32-buffer]"].status == "PASS"
+    model = by_case["llama_proj[4w-vulkan]"]
+    assert (model.status, model.device) == ("NOT_RUN", "cpu")
+    assert "not installed here: executorch (" in model.reason and "--from-artifacts" in model.reason

@@ -83,7 +83,8 @@ class Result:
     bucket: str = ""
     """Failure signature shared by results that likely have one cause (``bucket_of``); empty unless failing."""
     seconds: float = 0.0
-    """Wall time of the case on this device."""
+    """Wall time of the case on this device (a kernel case run overlapped with others: its own host time plus a share
+    of each wait for the device it took part in)."""
     time: str = ""
     """UTC timestamp when recorded."""
     schema: int = SCHEMA

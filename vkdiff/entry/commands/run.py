@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -67,12 +68,12 @@ def run(args: argparse.Namespace) -> int:
         console = terminal_console(stderr=True, soft_wrap=True)
         cases = sampled(all_cases(args.cases), minimum=args.sample or 0, seed=args.seed) if args.suite in (
             "all", "kernels") else []
-        models = _models(args) if args.suite in ("all", "models") else _upstream(
-            args) if args.suite == "upstream" else []
+        models, unlowerable = _models(args) if args.suite in ("all", "models") else (_upstream(
+            args) if args.suite == "upstream" else [], [])
         if args.list:
-            print("\n".join([c.id for c in cases] + [m.id for m in models]))
+            print("\n".join([c.id for c in cases] + [m.id for m in models] + [r.case for r in unlowerable]))
             return 0
-        if not cases and not models:
+        if not cases and not models and not unlowerable:
             raise UsageError(f"--cases {args.cases!r} matches no case; try 'vkdiff run --list'")
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         results_path = Path(args.results or f"vkdiff-results/run-{stamp}.jsonl")
@@ -91,8 +92,11 @@ def run(args: argparse.Namespace) -> int:
                         write_driver_repro, root=str(results_path.with_suffix(".repro")), session_seed=args.seed))
     console.print(f"vkdiff: seed {args.seed}; {len(cases)} kernel cases × {len(devices)} device(s) "
                   f"({', '.join(runner.slugs) or 'none'}), {len(models)} model cases", markup=False)
+    if unlowerable:
+        console.print(f"vkdiff: {len(unlowerable)} model cases NOT_RUN: {unlowerable[0].reason}", markup=False,
+                      style="yellow")
     with Interrupts(console) as interrupts:
-        results = _run_all(runner, cases, models, ResultStore(results_path), console, interrupts,
+        results = _run_all(runner, cases, models, ResultStore(results_path), console, interrupts, unlowerable,
                            save_to=Path(args.save_artifacts) if args.save_artifacts else None,
                            jobs=jobs_for(args.jobs, len(cases) if runner.slugs and runner.tree.path else 0))
     if args.save_artifacts and not interrupts.received:
@@ -115,16 +119,40 @@ def _leave(early, ahead) -> None:
     early.shutdown(wait=False)
 
 
-def _model_cases(pattern: str | None) -> list:
-    """Imported here, and only when ``pattern`` matches a model case's id (``MODEL_IDS``): model cases need torch,
-    which a kernel-only run never loads."""
-    from vkdiff.cases.model_ids import matches_a_model_case
+_LOWERING = ("torch", "executorch", "torchao")
+"""What a model case needs to be built and lowered (``vkdiff[lower]``)."""
+
+
+def _model_cases(pattern: str | None) -> tuple[list, list]:
+    """(model cases, a ``NOT_RUN`` host result for each one matched that cannot be lowered here). Imported here, and
+    only when ``pattern`` matches a model case's id (``MODEL_IDS``): model cases need torch, which a kernel-only run
+    never loads; a runner without the lowering extra gets its model cases' ids, not a traceback."""
+    from vkdiff.cases.model_ids import matches_a_model_case, model_ids
 
     if not matches_a_model_case(pattern):
-        return []
+        return [], []
+    missing = [name for name in _LOWERING if not _importable(name)]
+    if missing:
+        from vkdiff.datamodel import HOST, Result, Status
+
+        reason = (f"lowering a model case needs {', '.join(_LOWERING)}; not installed here: {', '.join(missing)} "
+                  f"(pip install vkdiff[lower], or judge saved artifacts: --from-artifacts DIR)")
+        regex = re.compile(pattern) if pattern else None
+        return [], [Result(case=case_id, op=case_id.partition("[")[0], device=HOST, status=Status.NOT_RUN.name,
+                           rule="lower", reason=reason) for case_id in model_ids()
+                    if regex is None or regex.search(case_id)]
     from vkdiff.cases.catalog import all_model_cases
 
-    return all_model_cases(pattern)
+    return all_model_cases(pattern), []
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: present in sys.modules as None (import blocked)
+        return False
 
 
 def _upstream(args: argparse.Namespace) -> list:
@@ -141,14 +169,15 @@ def _upstream(args: argparse.Namespace) -> list:
         raise UsageError(str(exc)) from None
 
 
-def _models(args: argparse.Namespace) -> list:
-    """The catalogue's model cases, or those saved in ``--from-artifacts`` (then torch is never imported)."""
+def _models(args: argparse.Namespace) -> tuple[list, list]:
+    """The catalogue's model cases (and ``NOT_RUN`` results of those that cannot be lowered here), or those saved in
+    ``--from-artifacts`` (then torch is never imported)."""
     if not args.from_artifacts:
         return _model_cases(args.cases)
     from vkdiff.subjects.artifacts import ArtifactError, load
 
     try:
-        return load(Path(args.from_artifacts), args.cases)
+        return load(Path(args.from_artifacts), args.cases), []
     except ArtifactError as exc:
         raise UsageError(str(exc)) from None
 
@@ -163,9 +192,9 @@ def _sweep_saved(folder: Path, tree, settings, console) -> None:
 
 
 def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrupts: "Interrupts",
-             save_to: Path | None = None, jobs: int = 1) -> list:
-    """Every case on its devices (``harness.loop.run_cases``), each result appended and shown as it comes; stops
-    early on a signal.
+             host: Sequence = (), save_to: Path | None = None, jobs: int = 1) -> list:
+    """Every case on its devices (``harness.loop.run_cases``) after the ``host`` results already made, each result
+    appended and shown as it comes; stops early on a signal.
 
     With ``save_to``, each Vulkan model case's artifact is saved before its devices run; with ``jobs`` above 1,
     kernel cases run in that many worker processes (each prepares its own references)."""
@@ -196,5 +225,5 @@ def _run_all(runner, cases: Sequence, models: Sequence, store, console, interrup
             if not isinstance(case, KernelCase):
                 progress.advance(task)
 
-        return run_cases([*cases, *models], (), runner, store, on_result=shown, stop=lambda: bool(interrupts.received),
+        return run_cases([*cases, *models], host, runner, store, on_result=shown, stop=lambda: bool(interrupts.received),
                          before=save, after=advance, jobs=jobs)
