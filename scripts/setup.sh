@@ -25,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python=${PYTHON:-python3}
-if ! "$python" -c "import vkdiff, torch, executorch, torchao, wgpu, vulkan, matplotlib, threadpoolctl, pytest, xdist, hypothesis" >/dev/null 2>&1 \
+if ! "$python" -c "import vkdiff, torch, executorch, torchao, wgpu, vulkan, greenlet, matplotlib, threadpoolctl, pytest, xdist, hypothesis" >/dev/null 2>&1 \
    || ! "$python" -m pip show vkdiff >/dev/null 2>&1; then
   echo "vkdiff setup: pip install -e .[all,test]"
   "$python" -m pip install -q --disable-pip-version-check -e ".[all,test]"
